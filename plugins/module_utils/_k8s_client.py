@@ -1,0 +1,228 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The one place where this collection builds a Kubernetes client.
+
+Connection options, ``K8S_AUTH_*`` environment variables, kubeconfig and in-cluster
+loading all come from kubernetes.core (``AUTH_ARG_SPEC`` and ``get_api_client``), so our
+modules connect exactly like ``kubernetes.core.k8s``. On top of that this file adds:
+
+* ``k8s_module()``: an ``AnsibleK8SModule`` with the auth options merged in;
+* ``k8s_client()``: kubernetes.core's client, with failures turned into ``K8sApiError``;
+* ``explain_api_errors()``: turns ApiException / urllib3 / kubeconfig errors into one clear
+  sentence naming the API server and what was being done;
+* ``CoreV1Reader``: core/v1 reads as plain API dicts, counting the calls it makes.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import copy
+import json
+import os
+
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+
+try:
+    import urllib3
+    from kubernetes.client import CoreV1Api
+    from kubernetes.client.rest import ApiException
+    from kubernetes.config.config_exception import ConfigException
+except ImportError:
+    # AnsibleK8SModule reports the missing library with install instructions.
+    pass
+
+# kubectl's default --chunk-size: large lists arrive in pages of this many objects.
+DEFAULT_PAGE_SIZE = 500
+
+
+class K8sApiError(Exception):
+    """A Kubernetes client or API failure, already phrased for the person running the play."""
+
+
+def module_argument_spec(extra=None):
+    """kubernetes.core's connection options (AUTH_ARG_SPEC) plus a module's own options."""
+    spec = copy.deepcopy(AUTH_ARG_SPEC)
+    spec.update(extra or {})
+    return spec
+
+
+def k8s_module(argument_spec=None, **kwargs):
+    """An AnsibleK8SModule that accepts every connection option kubernetes.core.k8s accepts.
+
+    ``argument_spec`` holds the module's own options; ``kwargs`` go to AnsibleModule
+    (``supports_check_mode``, ``mutually_exclusive``, ...).
+    """
+    return AnsibleK8SModule(argument_spec=module_argument_spec(argument_spec), **kwargs)
+
+
+def k8s_client(module):
+    """kubernetes.core's client (``K8SClient``) for the module's connection options.
+
+    Building it loads the kubeconfig (or in-cluster config) and, the first time a host is
+    seen, runs kubernetes.core's API discovery: both can fail, and are explained here.
+    """
+    kubeconfig = _kubeconfig_in_use(module)
+    try:
+        with explain_api_errors("connect to the Kubernetes API", kubeconfig=kubeconfig):
+            return get_api_client(module=module)
+    except K8sApiError:
+        raise
+    except Exception as error:
+        # kubernetes.core wraps ConfigException into CoreException, and loading a kubeconfig can
+        # also raise YAML or OS errors: at this stage every one means the configuration is unusable.
+        raise K8sApiError(_config_error_message(error, kubeconfig)) from error
+
+
+def api_host(client):
+    """The API server URL a kubernetes.core client talks to."""
+    return client.configuration.host
+
+
+def core_v1_api(client):
+    """The typed CoreV1Api on the same connection (auth, TLS, proxy) as a kubernetes.core client.
+
+    Used for plain reads and watches, which need no API discovery.
+    """
+    return CoreV1Api(client.client.client)
+
+
+@contextlib.contextmanager
+def explain_api_errors(action, host=None, kubeconfig=None):
+    """Re-raise Kubernetes client failures inside the block as ``K8sApiError``.
+
+    ``action`` says what was being done, as a verb phrase ("list pods in all namespaces");
+    ``host`` is the API server URL when known; ``kubeconfig`` the file(s) being loaded.
+    """
+    try:
+        yield
+    except ApiException as error:
+        raise K8sApiError(_api_exception_message(error, action, host)) from error
+    except urllib3.exceptions.HTTPError as error:
+        raise K8sApiError(_transport_error_message(error, action, host)) from error
+    except ConfigException as error:
+        raise K8sApiError(_config_error_message(error, kubeconfig)) from error
+
+
+def _status_message(error):
+    """The human part of an API error: the ``message`` of the Status object in the body."""
+    try:
+        return json.loads(error.body)["message"]
+    except (TypeError, ValueError, KeyError):
+        return (error.body or "").strip() or error.reason or ""
+
+
+def _api_exception_message(error, action, host):
+    where = host or "the Kubernetes API"
+    detail = _status_message(error)
+    if error.status == 401:
+        return ("the API server {0} rejected the credentials (401 Unauthorized) when trying to {1}: "
+                "the token or client certificate is missing, invalid or expired").format(where, action)
+    if error.status == 403:
+        return "forbidden (403) to {0} on {1}: {2}".format(action, where, detail)
+    if error.status == 404:
+        return "not found (404) when trying to {0} on {1}: {2}".format(action, where, detail)
+    if not error.status:
+        # The REST layer reports TLS failures as status 0.
+        return "could not {0} on {1}: {2}".format(action, where, " ".join(str(error.reason).split()))
+    return "the API server {0} answered {1} {2} when trying to {3}: {4}".format(where, error.status, error.reason, action, detail)
+
+
+def _endpoint_of(error):
+    """scheme://host:port of the connection pool a urllib3 error came from, if it says."""
+    pool = getattr(error, "pool", None)
+    if pool is None or not getattr(pool, "host", None):
+        return None
+    return "{0}://{1}:{2}".format(pool.scheme, pool.host, pool.port)
+
+
+def _transport_error_message(error, action, host):
+    where = host or _endpoint_of(error) or "the Kubernetes API"
+    reason = getattr(error, "reason", None) or error
+    if isinstance(reason, urllib3.exceptions.SSLError):
+        return ("TLS verification failed for the Kubernetes API at {0} when trying to {1}: {2} "
+                "(set ca_cert to the cluster CA, or validate_certs=false)").format(where, action, reason)
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        cause = "connection refused" if "refused" in str(reason).lower() else str(reason)
+        return "cannot reach the Kubernetes API at {0} ({1}) when trying to {2}".format(where, cause, action)
+    if isinstance(reason, urllib3.exceptions.TimeoutError):
+        return "timed out talking to the Kubernetes API at {0} when trying to {1}".format(where, action)
+    return "cannot reach the Kubernetes API at {0} when trying to {1}: {2}".format(where, action, reason)
+
+
+def _kubeconfig_in_use(module):
+    """The kubeconfig kubernetes.core will load, in its order of precedence, for error messages."""
+    return (module.params.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG")
+            or os.environ.get("KUBECONFIG") or "~/.kube/config")
+
+
+def _config_error_message(error, kubeconfig):
+    message = "could not load the Kubernetes client configuration: {0}".format(error)
+    if isinstance(kubeconfig, str):
+        paths = [os.path.expanduser(path) for path in kubeconfig.split(os.pathsep) if path]
+        missing = [path for path in paths if not os.path.exists(path)]
+        if missing:
+            message += " (kubeconfig file not found: {0})".format(", ".join(missing))
+    return message
+
+
+class CoreV1Reader:
+    """Reads core/v1 objects as the plain dicts the API sends (what ``kubectl get -o json`` prints).
+
+    Skipping the client's model classes keeps large pod lists fast. ``calls`` counts logical
+    reads (a paginated list is one call); ``requests`` counts HTTP requests (pages).
+    """
+
+    def __init__(self, client, page_size=DEFAULT_PAGE_SIZE):
+        self._api = core_v1_api(client)
+        self._page_size = page_size
+        self.host = api_host(client)
+        self.calls = 0
+        self.requests = 0
+
+    def get_node(self, name):
+        """The Node called ``name``, or None when the API says it does not exist."""
+        self.calls += 1
+        self.requests += 1
+        with explain_api_errors("get node {0}".format(name), self.host):
+            try:
+                return self._decode(self._api.read_node(name, _preload_content=False))
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+    def list_nodes(self):
+        return self._list("list nodes", self._api.list_node)
+
+    def list_pods(self, namespace=None, field_selector=None):
+        """Pods of one namespace, or of all namespaces when ``namespace`` is None."""
+        if namespace:
+            return self._list("list pods in namespace {0}".format(namespace), self._api.list_namespaced_pod,
+                              namespace, field_selector=field_selector)
+        return self._list("list pods in all namespaces", self._api.list_pod_for_all_namespaces,
+                          field_selector=field_selector)
+
+    def _list(self, action, list_function, *args, **kwargs):
+        self.calls += 1
+        items = []
+        continue_token = None
+        with explain_api_errors(action, self.host):
+            while True:
+                self.requests += 1
+                page = self._decode(list_function(*args, limit=self._page_size, _continue=continue_token,
+                                                  _preload_content=False, **kwargs))
+                items.extend(page.get("items") or [])
+                continue_token = (page.get("metadata") or {}).get("continue")
+                if not continue_token:
+                    return items
+
+    @staticmethod
+    def _decode(response):
+        return json.loads(response.data)
