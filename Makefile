@@ -1,0 +1,63 @@
+# The README's two commands: `make demo` and `make test`. Both do all set-up themselves.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV      := .venv
+PY        := $(VENV)/bin/python
+BIN       := $(abspath $(VENV)/bin)
+SIM       := $(PY) tests/sim/simctl.py
+# Everything below runs with the venv's tools first on PATH and the checkout linked as a collection.
+export PATH := $(BIN):$(PATH)
+export ANSIBLE_CONFIG := $(abspath ansible.cfg)
+
+.PHONY: help setup sim-build sim-up sim-status sim-down lint sanity unit integration test demo bench build
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
+
+setup: $(VENV)/.installed .collections/ansible_collections/gpuops/scheduling ## Python venv with ansible, kubernetes.core, linters
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	@echo "[setup] creating $(VENV) and installing requirements-dev.txt from PyPI (first time: a few minutes)"
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -r requirements-dev.txt
+	@touch $@
+
+.collections/ansible_collections/gpuops/scheduling:
+	@mkdir -p $(@D) && ln -sfn ../../.. $@
+
+sim-build: setup ## Build (or reuse) the simulated cluster's binaries
+	@bash tests/sim/build.sh >/dev/null
+
+sim-up: sim-build ## Start the simulated GPU cluster on 127.0.0.1 (kubeconfig: .sim/kubeconfig)
+	@$(SIM) up
+
+sim-status: ## Show the simulated cluster's processes, listeners and nodes
+	@$(SIM) status
+
+sim-down: ## Stop every process of the simulated cluster
+	@$(SIM) down
+
+lint: setup ## ansible-lint, production profile
+	@ansible-lint --profile production
+
+sanity: setup ## ansible-test sanity on a copy laid out as ansible_collections/gpuops/scheduling
+	@bash tests/sanity.sh
+
+unit: setup ## Unit tests of the pure logic
+	@$(PY) -m pytest -q tests/unit
+
+integration: sim-up ## Integration tests against the simulated cluster
+	@$(PY) -m pytest -q tests/integration
+
+test: lint sanity unit integration ## Everything CI runs
+
+demo: sim-up ## The main job on the simulated cluster: playbooks/gpu_demo.yml -i inventory/sim
+	@ansible-playbook playbooks/gpu_demo.yml -i inventory/sim
+
+bench: sim-up ## Benchmarks; results in bench/results/
+	@$(PY) bench/run.py
+
+build: setup ## Build the collection tarball
+	@ansible-galaxy collection build --force

@@ -1,0 +1,300 @@
+"""The simulated cluster's processes: where they live, how they start, how they stop.
+
+A real control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) on 127.0.0.1,
+plus the fake kubelet/device plugin (fakelet.py) and the fake vLLM (fake_vllm.py). Every listener
+binds 127.0.0.1. State lives in one directory (default `.sim/` in the checkout): certificates,
+kubeconfig, pid files, logs, etcd data.
+"""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+SIM_SRC = Path(__file__).resolve().parent
+CHECKOUT = SIM_SRC.parents[1]
+LOOPBACK = "127.0.0.1"
+
+
+def _versions() -> dict:
+    pairs = (line.split("=", 1) for line in (SIM_SRC / "versions.env").read_text().splitlines()
+             if "=" in line and not line.startswith("#"))
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+VERSIONS = _versions()
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Fixed ports (so inventory/sim can name them), shifted by GPUOPS_SIM_PORT_OFFSET for a second sim."""
+
+    offset: int = 0
+
+    @property
+    def etcd_client(self) -> int:
+        return 12379 + self.offset
+
+    @property
+    def etcd_peer(self) -> int:
+        return 12380 + self.offset
+
+    @property
+    def apiserver(self) -> int:
+        return 16443 + self.offset
+
+    @property
+    def kubelet(self) -> int:
+        return 11250 + self.offset
+
+    @property
+    def vllm(self) -> int:
+        return 18000 + self.offset
+
+
+class SimDir:
+    """Paths of one simulated cluster's state directory."""
+
+    def __init__(self, root: Path | None = None, port_offset: int | None = None):
+        self.root = Path(root or os.environ.get("GPUOPS_SIM_DIR") or CHECKOUT / ".sim").resolve()
+        offset = port_offset if port_offset is not None else int(os.environ.get("GPUOPS_SIM_PORT_OFFSET", "0"))
+        self.ports = Ports(offset)
+        self.pki = self.root / "pki"
+        self.logs = self.root / "logs"
+        self.pids = self.root / "pids"
+        self.run = self.root / "run"          # fake containers' logs and nvidia-smi wrappers
+        self.etcd_data = self.root / "etcd"
+        self.kubeconfig = self.root / "kubeconfig"
+        self.topology = self.root / "topology.yaml"
+        self.vllm_mode = self.root / "vllm-mode"
+        self.env_file = self.root / "env.json"
+
+    @property
+    def api_url(self) -> str:
+        return f"https://{LOOPBACK}:{self.ports.apiserver}"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports.vllm}/health"
+
+    def make(self) -> None:
+        for path in (self.root, self.pki, self.logs, self.pids, self.run):
+            path.mkdir(parents=True, exist_ok=True)
+
+
+def binary_dirs() -> tuple[Path, Path]:
+    """Build (or reuse) the control-plane binaries; returns (kubernetes bin, etcd bin)."""
+    out = subprocess.run(["bash", str(SIM_SRC / "build.sh")], check=True, stdout=subprocess.PIPE, text=True)
+    k8s_bin, etcd_bin = out.stdout.strip().splitlines()[-1].split(":")
+    return Path(k8s_bin), Path(etcd_bin)
+
+
+# --- certificates -------------------------------------------------------------------------------
+
+def ensure_pki(sim: SimDir) -> None:
+    """CA, apiserver and fake-kubelet serving certs, an admin client cert, the service-account keys."""
+    if (sim.pki / "admin.crt").exists():
+        return
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    def new_key():
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    def write_key(name, key):
+        (sim.pki / name).write_bytes(key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key = new_key()
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpuops-sim-ca")])
+    ca_cert = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=3650))
+               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+               .sign(ca_key, hashes.SHA256()))
+
+    def issue(name, common_name, organization=None, server=False):
+        key = new_key()
+        attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+        if organization:
+            attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
+        builder = (x509.CertificateBuilder().subject_name(x509.Name(attributes)).issuer_name(ca_name)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=3650)))
+        if server:
+            builder = builder.add_extension(x509.SubjectAlternativeName([
+                x509.DNSName("localhost"), x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default.svc"),
+                x509.IPAddress(ipaddress.ip_address(LOOPBACK)), x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
+            ]), critical=False).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        else:
+            builder = builder.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        cert = builder.sign(ca_key, hashes.SHA256())
+        (sim.pki / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        write_key(f"{name}.key", key)
+
+    sim.pki.mkdir(parents=True, exist_ok=True)
+    (sim.pki / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    write_key("ca.key", ca_key)
+    issue("apiserver", "kube-apiserver", server=True)
+    issue("kubelet", "gpuops-sim-kubelet", server=True)
+    sa_key = new_key()
+    write_key("sa.key", sa_key)
+    (sim.pki / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    # Written last: its presence means the whole set exists.
+    issue("admin", "gpuops-sim-admin", organization="system:masters")
+
+
+def write_kubeconfig(sim: SimDir) -> None:
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "gpuops-sim", "preferences": {},
+        "clusters": [{"name": "gpuops-sim", "cluster": {
+            "server": sim.api_url, "certificate-authority": str(sim.pki / "ca.crt")}}],
+        "users": [{"name": "gpuops-sim-admin", "user": {
+            "client-certificate": str(sim.pki / "admin.crt"), "client-key": str(sim.pki / "admin.key")}}],
+        "contexts": [{"name": "gpuops-sim", "context": {"cluster": "gpuops-sim", "user": "gpuops-sim-admin"}}],
+    }
+    sim.kubeconfig.write_text(json.dumps(config, indent=2) + "\n")
+    sim.kubeconfig.chmod(0o600)
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+def start_process(sim: SimDir, name: str, argv: list[str], env: dict | None = None) -> int:
+    log = open(sim.logs / f"{name}.log", "wb")  # pylint: disable=consider-using-with  # owned by the child
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env={**os.environ, **(env or {})})
+    log.close()
+    (sim.pids / f"{name}.pid").write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def running_pid(sim: SimDir, name: str) -> int | None:
+    """The pid of a component we started, if that process still exists and still is ours."""
+    pid_file = sim.pids / f"{name}.pid"
+    if not pid_file.exists():
+        return None
+    pid = int(pid_file.read_text().strip())
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, IndexError):
+        return None
+    if state in ("Z", "X"):
+        return None
+    # Guard against a recycled pid: the command line must still name the component (it is empty
+    # for an instant while the child execs).
+    marker = name.replace("-", "_") if name in ("fake-vllm",) else name
+    return pid if not cmdline or marker.encode() in cmdline else None
+
+
+def stop_process(sim: SimDir, name: str, grace: float = 10.0) -> bool:
+    pid = running_pid(sim, name)
+    (sim.pids / f"{name}.pid").unlink(missing_ok=True)
+    if pid is None:
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        _reap(pid)
+        time.sleep(0.1)
+    if Path(f"/proc/{pid}").exists():
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _reap(pid)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def api_ready(sim: SimDir, path: str = "/readyz") -> bool:
+    context = ssl.create_default_context(cafile=str(sim.pki / "ca.crt"))
+    context.load_cert_chain(str(sim.pki / "admin.crt"), str(sim.pki / "admin.key"))
+    try:
+        with urllib.request.urlopen(sim.api_url + path, context=context, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.25) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+# --- the components' command lines --------------------------------------------------------------
+
+def etcd_argv(sim: SimDir, etcd_bin: Path) -> list[str]:
+    client = f"http://{LOOPBACK}:{sim.ports.etcd_client}"
+    peer = f"http://{LOOPBACK}:{sim.ports.etcd_peer}"
+    return [str(etcd_bin / "etcd"), "--name=gpuops-sim", f"--data-dir={sim.etcd_data}",
+            f"--listen-client-urls={client}", f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}", f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=gpuops-sim={peer}", "--log-level=warn",
+            # A throwaway test store: durability is not needed, speed on slow disks is.
+            "--unsafe-no-fsync=true", "--quota-backend-bytes=4294967296"]
+
+
+def apiserver_argv(sim: SimDir, k8s_bin: Path) -> list[str]:
+    pki = sim.pki
+    return [str(k8s_bin / "kube-apiserver"),
+            f"--etcd-servers=http://{LOOPBACK}:{sim.ports.etcd_client}",
+            f"--bind-address={LOOPBACK}", f"--advertise-address={LOOPBACK}", f"--secure-port={sim.ports.apiserver}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            # Cluster IPs are data here: nothing routes to them.
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=Node,RBAC", "--allow-privileged=true",
+            # The fake kubelet serves pod logs on the node's loopback address.
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
+            f"--kubelet-client-certificate={pki / 'admin.crt'}", f"--kubelet-client-key={pki / 'admin.key'}",
+            # A loopback advertise address is not a valid endpoint of the `kubernetes` service.
+            "--endpoint-reconciler-type=none",
+            "--profiling=false", "--v=1"]
+
+
+def scheduler_argv(sim: SimDir, k8s_bin: Path) -> list[str]:
+    return [str(k8s_bin / "kube-scheduler"), f"--kubeconfig={sim.kubeconfig}",
+            f"--authentication-kubeconfig={sim.kubeconfig}", f"--authorization-kubeconfig={sim.kubeconfig}",
+            f"--bind-address={LOOPBACK}", "--secure-port=0", "--leader-elect=false", "--v=1"]
+
+
+def controller_manager_argv(sim: SimDir, k8s_bin: Path) -> list[str]:
+    return [str(k8s_bin / "kube-controller-manager"), f"--kubeconfig={sim.kubeconfig}",
+            f"--authentication-kubeconfig={sim.kubeconfig}", f"--authorization-kubeconfig={sim.kubeconfig}",
+            f"--bind-address={LOOPBACK}", "--secure-port=0", "--leader-elect=false",
+            f"--service-account-private-key-file={sim.pki / 'sa.key'}", f"--root-ca-file={sim.pki / 'ca.crt'}",
+            "--use-service-account-credentials=false",
+            "--controllers=*",
+            "--v=1"]
+
+
+def python_argv(script: str, *args: str) -> list[str]:
+    return [sys.executable, str(SIM_SRC / script), *args]

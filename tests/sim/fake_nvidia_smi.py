@@ -1,0 +1,98 @@
+"""`nvidia-smi` inside a simulated container: prints what the real one prints for the pod's GPUs.
+
+The fakelet puts a wrapper on the container's PATH that calls this with the node's GPU state file and
+the devices the pod was given. Supported: `-L`, `--query-gpu=...` and `--query-compute-apps=...` with
+`--format=csv[,noheader][,nounits]`, `-i`, and the plain table's first lines. Output formats follow the
+real H200 captures in tests/unit/fixtures/nvidia-smi-h200.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+             "Make sure that the latest NVIDIA driver is installed and running.")
+
+
+def list_gpus(gpus: list, visible: list) -> str:
+    lines = []
+    for position, gpu in enumerate(gpus):
+        lines.append(f"GPU {position}: {gpu['name']} (UUID: {gpu['uuid']})")
+        migs = [entry["mig"] for entry in visible if entry["gpu"] == gpu["index"] and entry["mig"] is not None]
+        for mig in gpu.get("mig_devices") or []:
+            if mig["index"] in migs:
+                lines.append(f"  MIG {mig['profile']}     Device  {mig['index']}: (UUID: {mig['uuid']})")
+    return "\n".join(lines)
+
+
+def gpu_fields(gpu: dict, position: int, units: bool, driver: str) -> dict:
+    mib = " MiB" if units else ""
+    return {
+        "index": str(position), "uuid": gpu["uuid"], "name": gpu["name"], "gpu_name": gpu["name"],
+        "memory.used": f"{gpu['used_mib']}{mib}", "memory.total": f"{gpu['memory_mib']}{mib}",
+        "memory.free": f"{gpu['memory_mib'] - gpu['used_mib']}{mib}",
+        "utilization.gpu": f"{min(100, gpu['used_mib'] * 100 // max(gpu['memory_mib'], 1))}{' %' if units else ''}",
+        "driver_version": driver, "pci.bus_id": gpu["bus_id"],
+        "mig.mode.current": "Enabled" if gpu.get("mig_devices") else "Disabled",
+    }
+
+
+def csv(rows: list, fields: list, header: bool, units: bool) -> str:
+    lines = []
+    if header:
+        names = []
+        for field in fields:
+            suffix = " [MiB]" if units and field.startswith("memory.") or field == "used_memory" and units else ""
+            names.append(field + suffix)
+        lines.append(", ".join(names))
+    for row in rows:
+        lines.append(", ".join(row.get(field, "[N/A]") for field in fields))
+    return "\n".join(lines)
+
+
+def main(argv: list) -> int:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--node-state", required=True)
+    parser.add_argument("--visible", required=True)
+    parser.add_argument("-L", "--list-gpus", action="store_true")
+    parser.add_argument("--query-gpu")
+    parser.add_argument("--query-compute-apps")
+    parser.add_argument("--format", default="")
+    parser.add_argument("-i", "--id")
+    args, _unknown = parser.parse_known_args(argv)
+    with open(args.node_state, encoding="utf-8") as handle:
+        state = json.load(handle)
+    visible = json.loads(args.visible)
+    indexes = sorted({entry["gpu"] for entry in visible})
+    gpus = [gpu for gpu in state["gpus"] if gpu["index"] in indexes]
+    if not gpus:
+        print(NO_DRIVER)
+        return 9
+    if args.id is not None:
+        gpus = [gpu for position, gpu in enumerate(gpus) if str(position) == args.id or gpu["uuid"] == args.id]
+    formats = {part.strip() for part in args.format.split(",")}
+    header, units = "noheader" not in formats, "nounits" not in formats
+    if args.list_gpus:
+        print(list_gpus(gpus, visible))
+    elif args.query_gpu:
+        fields = [field.strip() for field in args.query_gpu.split(",")]
+        rows = [gpu_fields(gpu, position, units, state["driver_version"]) for position, gpu in enumerate(gpus)]
+        print(csv(rows, fields, header, units))
+    elif args.query_compute_apps:
+        fields = [field.strip() for field in args.query_compute_apps.split(",")]
+        uuids = {gpu["index"]: gpu["uuid"] for gpu in gpus}
+        rows = [{"pid": str(proc["pid"]), "process_name": proc["name"], "gpu_uuid": uuids[proc["gpu"]],
+                 "used_memory": f"{proc['used_mib']}{' MiB' if units else ''}"}
+                for proc in state.get("processes") or [] if proc["gpu"] in uuids]
+        print(csv(rows, fields, header, units))
+    else:
+        print(f"| NVIDIA-SMI 570.124.06    Driver Version: {state['driver_version']}    CUDA Version: {state['cuda_version']} |")
+        for position, gpu in enumerate(gpus):
+            print(f"|   {position}  {gpu['name']:<24} On | {gpu['bus_id']} Off | "
+                  f"{gpu['used_mib']}MiB / {gpu['memory_mib']}MiB |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,152 @@
+"""Topology files (tests/sim/topologies/*.yaml) -> the fake nodes' GPUs and the Node objects to register.
+
+The schema is documented at the top of topologies/default.yaml.
+"""
+from __future__ import annotations
+
+import hashlib
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+TOPOLOGIES = Path(__file__).resolve().parent / "topologies"
+VISIBLE_DEVICE_MODES = ("uuid", "index", "unset", "void")
+
+
+class TopologyError(ValueError):
+    pass
+
+
+@dataclass
+class Gpu:
+    index: int
+    uuid: str
+    name: str
+    memory_mib: int
+    used_mib: int = 0
+    mig_devices: list = field(default_factory=list)   # [{"index", "uuid", "profile"}]
+
+
+@dataclass
+class NodeGpus:
+    """What the fake device plugin advertises on one node, and what each unit maps to."""
+
+    resource: str
+    gpus: list
+    replicas: int = 1
+    fail_requests_greater_than_one: bool = False
+    visible_devices: str = "uuid"
+    ledger_bypass: bool = False
+    processes: list = field(default_factory=list)
+
+    @property
+    def units(self) -> list:
+        """Device IDs the plugin registers, each naming the physical GPU (and MIG device) it stands for."""
+        units = []
+        for gpu in self.gpus:
+            if gpu.mig_devices:
+                units.extend({"id": mig["uuid"], "gpu": gpu, "mig": mig} for mig in gpu.mig_devices)
+            elif self.replicas > 1:
+                units.extend({"id": f"{gpu.uuid}::{replica}", "gpu": gpu, "mig": None} for replica in range(self.replicas))
+            else:
+                units.append({"id": gpu.uuid, "gpu": gpu, "mig": None})
+        return units
+
+
+def _stable_uuid(prefix: str, *parts) -> str:
+    digest = hashlib.sha256("/".join(str(part) for part in parts).encode()).digest()
+    return f"{prefix}-{uuidlib.UUID(bytes=digest[:16])}"
+
+
+def load(path_or_name: str | Path) -> dict:
+    path = Path(path_or_name)
+    if not path.suffix:
+        path = TOPOLOGIES / f"{path_or_name}.yaml"
+    if not path.exists():
+        raise TopologyError(f"topology {path_or_name!r}: no such file {path}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data.get("nodes"), list) or not data["nodes"]:
+        raise TopologyError(f"topology {path}: 'nodes' must be a non-empty list")
+    names = [node.get("name") for node in data["nodes"]]
+    if len(set(names)) != len(names) or not all(names):
+        raise TopologyError(f"topology {path}: every node needs a unique 'name' (got {names})")
+    for node in data["nodes"]:
+        node_gpus(node)   # validate early, with the file's name in the message
+    return data
+
+
+def node_gpus(node: dict) -> NodeGpus | None:
+    spec = node.get("gpu")
+    if not spec:
+        return None
+    count = int(spec.get("count", 1))
+    product = spec.get("product", "NVIDIA H20")
+    uuids = spec.get("uuids") or [_stable_uuid("GPU", node["name"], index) for index in range(count)]
+    if len(uuids) != count:
+        raise TopologyError(f"node {node['name']}: gpu.uuids has {len(uuids)} entries, gpu.count is {count}")
+    visible = spec.get("visible_devices", "uuid")
+    if visible not in VISIBLE_DEVICE_MODES:
+        raise TopologyError(f"node {node['name']}: gpu.visible_devices must be one of {VISIBLE_DEVICE_MODES}, got {visible!r}")
+    used = {int(index): int(mib) for index, mib in (spec.get("memory_used_mib") or {}).items()}
+    mig = spec.get("mig")
+    gpus = []
+    for index, gpu_uuid in enumerate(uuids):
+        gpu = Gpu(index=index, uuid=gpu_uuid, name=product, memory_mib=int(spec.get("memory_mib", 97871)),
+                  used_mib=used.get(index, 0))
+        if mig:
+            gpu.mig_devices = [{"index": mig_index, "profile": mig["profile"],
+                                "uuid": _stable_uuid("MIG", gpu_uuid, mig_index)}
+                               for mig_index in range(int(mig.get("per_gpu", 7)))]
+        gpus.append(gpu)
+    resource = spec.get("resource") or (f"nvidia.com/mig-{mig['profile']}" if mig else "nvidia.com/gpu")
+    return NodeGpus(resource=resource, gpus=gpus, replicas=int(spec.get("replicas", 1)),
+                    fail_requests_greater_than_one=bool(spec.get("fail_requests_greater_than_one", False)),
+                    visible_devices=visible, ledger_bypass=bool(spec.get("ledger_bypass", False)),
+                    processes=list(spec.get("processes") or []))
+
+
+def node_labels(node: dict, gpus: NodeGpus | None) -> dict:
+    labels = {"kubernetes.io/hostname": node["name"], "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "type": "kwok-like-fake", "gpuops.sim/fake-node": "true"}
+    if gpus:
+        spec = node["gpu"]
+        labels.update({
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/gpu.product": gpus.gpus[0].name.replace(" ", "-"),
+            "nvidia.com/gpu.count": str(len(gpus.gpus)),
+            "nvidia.com/gpu.memory": str(gpus.gpus[0].memory_mib),
+            "nvidia.com/gpu.replicas": str(gpus.replicas),
+            "nvidia.com/mig.strategy": "mixed" if spec.get("mig") else "none",
+        })
+        if gpus.replicas > 1:
+            labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+    labels.update(node.get("labels") or {})
+    return labels
+
+
+def node_object(node: dict, kubelet_port: int) -> tuple[dict, dict]:
+    """(Node object to create, its status) for a topology node. Addresses are loopback only."""
+    gpus = node_gpus(node)
+    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+    if gpus:
+        capacity[gpus.resource] = str(len(gpus.units))
+        if gpus.resource.startswith("nvidia.com/mig-"):
+            # Mixed MIG strategy: whole GPUs are all partitioned.
+            capacity["nvidia.com/gpu"] = "0"
+    body = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node["name"], "labels": node_labels(node, gpus),
+                     "annotations": {"gpuops.sim/managed-by": "fakelet", "node.alpha.kubernetes.io/ttl": "0"}},
+        "spec": {"unschedulable": bool(node.get("unschedulable", False)), "taints": node.get("taints") or []},
+    }
+    status = {
+        "capacity": capacity, "allocatable": dict(capacity),
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": node["name"]}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
+        "nodeInfo": {"kubeletVersion": "v1.36.3", "kubeProxyVersion": "", "containerRuntimeVersion": "containerd://1.7.0-fake",
+                     "operatingSystem": "linux", "architecture": "amd64", "osImage": "gpuops simulated node",
+                     "kernelVersion": "6.1.0", "machineID": node["name"], "systemUUID": node["name"], "bootID": node["name"]},
+    }
+    return body, status
