@@ -63,8 +63,14 @@ build_kubernetes() {
   for var in "gitVersion=$KUBERNETES_VERSION" gitMajor=1 "gitMinor=$minor" gitTreeState=clean; do
     ldflags+=" -X k8s.io/component-base/version.$var -X k8s.io/client-go/pkg/version.$var"
   done
-  log "compiling (progress: one line per package group; be patient)"
-  (cd "$src" && go build -trimpath -ldflags "$ldflags" -o "$k8s_bin/" "${pkgs[@]}") >&2
+  log "compiling about 2,500 packages and linking ${#k8s_tools[@]} binaries (progress every 250 packages)"
+  # -v names each package as it is compiled: count them so a long cold build shows it is alive.
+  (cd "$src" && go build -v -trimpath -ldflags "$ldflags" -o "$k8s_bin/" "${pkgs[@]}" 2>&1 \
+     | awk -v start="$(date +%s)" 'NR % 250 == 0 { printf "[sim-build] %d packages compiled (%d s)\n", NR, systime() - start; fflush() }
+                                    /^(#|go: |.*\.go:[0-9]+)/ { print; fflush() }') >&2
+  for tool in "${k8s_tools[@]}"; do
+    [ -x "$k8s_bin/$tool" ] || { log "build failed: $k8s_bin/$tool missing"; exit 1; }
+  done
   log "kubernetes binaries ready in $k8s_bin"
 }
 

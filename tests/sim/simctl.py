@@ -221,8 +221,11 @@ def status(sim: cluster.SimDir) -> int:
 
 def down(sim: cluster.SimDir, quiet: bool = False) -> None:
     stopped = [name for name in reversed(ALL_COMPONENTS) if cluster.stop_process(sim, name)]
+    ports = {sim.ports.etcd_client, sim.ports.etcd_peer, sim.ports.apiserver, sim.ports.kubelet, sim.ports.vllm}
+    cluster.wait_for(lambda: not [entry for entry in listeners() if entry[1] in ports], 10,
+                     f"the sim's ports {sorted(ports)} to close")
     if not quiet:
-        say(f"stopped {', '.join(stopped)}" if stopped else "nothing was running")
+        say(f"stopped {', '.join(stopped)}; no listener left on {sorted(ports)}" if stopped else "nothing was running")
 
 
 def reset_topology(sim: cluster.SimDir, topology_name: str) -> None:
