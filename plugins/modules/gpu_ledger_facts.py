@@ -1,0 +1,381 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_ledger_facts
+short_description: Read the Kubernetes scheduler's ledger of GPU units per node
+version_added: 1.0.0
+description:
+  - Reads, per node, the extended resources the scheduler hands out for GPUs (V(nvidia.com/gpu) by
+    default, MIG profiles such as V(nvidia.com/mig-1g.10gb), shared resources such as V(nvidia.com/gpu.shared)).
+  - For each resource it reports capacity, allocatable, the units requested and limited by the node's
+    non-terminated pods and the free units, exactly as C(kubectl describe node) computes its
+    C(Allocated resources) table, and which pods hold the units.
+  - Also reports the pods waiting for one of the resources (Pending, not bound to a node), the GPU
+    labels of Node Feature Discovery and GPU Feature Discovery, taints, cordon and Ready state and,
+    with O(operator_namespace), whether the device plugin and feature discovery pods are Running.
+  - This is the scheduler's bookkeeping only. Processes that use a GPU without requesting the resource
+    (an inference server started with E(NVIDIA_VISIBLE_DEVICES=all), host processes) are not in it.
+  - Makes a constant number of API calls whatever the number of nodes and pods (see RV(api_calls)).
+author:
+  - gpuops developers (@gpuops)
+options:
+  node:
+    description:
+      - Name of the one node to report.
+      - The module fails when the node does not exist or advertises none of O(resource_names).
+      - When omitted, every node that advertises one of O(resource_names) or carries the label
+        C(nvidia.com/gpu.present=true) is reported; other nodes are left out.
+    type: str
+  resource_names:
+    description:
+      - Extended resources to report, as exact names or shell-style patterns (C(fnmatch)) matched
+        against the names each node advertises in its capacity and allocatable.
+    type: list
+    elements: str
+    default: [nvidia.com/gpu]
+  operator_namespace:
+    description:
+      - Namespace of the NVIDIA GPU Operator (or of a standalone device plugin).
+      - When set, one more list call reads its pods and reports whether the device plugin, GPU Feature
+        Discovery and Node Feature Discovery pods are Running, in the cluster and on each node.
+      - Pods are recognised by their C(app) or C(app.kubernetes.io/name) label or their name
+        (C(nvidia-device-plugin-daemonset), C(nvidia-device-plugin), C(gpu-feature-discovery),
+        C(node-feature-discovery)).
+    type: str
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details:
+      - The module only reads, so it runs and returns the same result in check mode.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: posix
+  action_group:
+    description: Use C(group/gpuops.scheduling.k8s) in C(module_defaults) to set the connection options once.
+    support: full
+    membership:
+      - gpuops.scheduling.k8s
+requirements:
+  - python >= 3.9
+  - kubernetes >= 24.2.0
+  - PyYAML >= 3.11
+notes:
+  - Pods are counted when their phase is neither C(Succeeded) nor C(Failed), including Pending pods
+    already bound to a node and pods being deleted, as the scheduler and kubectl count them.
+  - A pod's units follow the Kubernetes resource formula (k8s.io/component-helpers PodRequests) - the sum
+    over app containers and sidecar (restartable) init containers, at least the largest init container
+    step, plus pod overhead. A container that sets only a limit requests that limit.
+  - The user needs C(get)/C(list) on nodes and C(list) on pods in all namespaces.
+seealso:
+  - module: kubernetes.core.k8s_info
+  - name: kubectl describe node
+    description: The C(Allocated resources) table this module reproduces.
+    link: https://kubernetes.io/docs/reference/kubectl/generated/kubectl_describe/
+"""
+
+EXAMPLES = r"""
+- name: Read the GPU ledger of the node the pre-flight runs on
+  gpuops.scheduling.gpu_ledger_facts:
+    node: prod102
+    operator_namespace: gpu-operator
+  register: gpu_ledger
+
+- name: Refuse a node whose GPUs are already held
+  ansible.builtin.assert:
+    that:
+      - gpu_ledger.ledger.nodes.prod102.resources['nvidia.com/gpu'].free > 0
+      - gpu_ledger.ledger.nodes.prod102.operator_running.device_plugin
+    fail_msg: "{{ gpu_ledger.ledger.nodes.prod102.resources['nvidia.com/gpu'].holders }}"
+
+- name: Audit every GPU node, including MIG profiles and time-sliced GPUs
+  gpuops.scheduling.gpu_ledger_facts:
+    resource_names:
+      - nvidia.com/gpu
+      - nvidia.com/gpu.shared
+      - nvidia.com/mig-*
+    kubeconfig: /etc/gpuops/kubeconfig
+    context: prod
+
+- name: Set the connection once for every Kubernetes module of the collection
+  module_defaults:
+    group/gpuops.scheduling.k8s:
+      kubeconfig: "{{ lookup('ansible.builtin.env', 'HOME') }}/.kube/config"
+  block:
+    - name: Read the ledger, then use the fact it sets
+      gpuops.scheduling.gpu_ledger_facts:
+
+    - name: Show the free units of every node
+      ansible.builtin.debug:
+        msg: "{{ ansible_facts.gpu_ledger.totals }}"
+"""
+
+RETURN = r"""
+ledger:
+  description:
+    - The ledger. The same dictionary is set as the fact C(gpu_ledger).
+  returned: success
+  type: dict
+  contains:
+    nodes:
+      description: One entry per reported node, keyed by node name.
+      returned: success
+      type: dict
+      contains:
+        ready:
+          description: Whether the node's C(Ready) condition is C(True).
+          returned: success
+          type: bool
+          sample: true
+        unschedulable:
+          description: Whether the node is cordoned (C(spec.unschedulable)).
+          returned: success
+          type: bool
+          sample: false
+        labels:
+          description:
+            - The GPU labels the node carries, among C(feature.node.kubernetes.io/pci-10de.present),
+              C(nvidia.com/gpu.present), C(nvidia.com/gpu.product), C(nvidia.com/gpu.count),
+              C(nvidia.com/gpu.memory), C(nvidia.com/gpu.replicas), C(nvidia.com/gpu.sharing-strategy)
+              and C(nvidia.com/mig.strategy).
+          returned: success
+          type: dict
+          sample: {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H20", "nvidia.com/gpu.count": "1"}
+        taints:
+          description:
+            - Every taint of the node (a pod that does not tolerate a C(NoSchedule) taint cannot use the node's GPUs).
+          returned: success
+          type: list
+          elements: dict
+          sample: [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+        resources:
+          description:
+            - One entry per resource the node advertises that matches O(resource_names), keyed by resource name.
+            - Empty for a node labelled C(nvidia.com/gpu.present=true) that advertises none of them.
+          returned: success
+          type: dict
+          contains:
+            capacity:
+              description: Units in the node's capacity.
+              returned: success
+              type: int
+              sample: 1
+            allocatable:
+              description: Units the scheduler may hand out (the node's allocatable; capacity when the node reports none).
+              returned: success
+              type: int
+              sample: 1
+            requested:
+              description: Units requested by the node's non-terminated pods (C(Requests) in kubectl describe node).
+              returned: success
+              type: int
+              sample: 1
+            limits:
+              description: Units limited by the node's non-terminated pods (C(Limits) in kubectl describe node).
+              returned: success
+              type: int
+              sample: 1
+            free:
+              description: RV(ledger.nodes.resources.allocatable) minus RV(ledger.nodes.resources.requested).
+              returned: success
+              type: int
+              sample: 0
+            holders:
+              description: The non-terminated pods on the node that request or limit this resource.
+              returned: success
+              type: list
+              elements: dict
+              contains:
+                namespace:
+                  description: Namespace of the pod.
+                  returned: success
+                  type: str
+                  sample: gpu-operator
+                name:
+                  description: Name of the pod.
+                  returned: success
+                  type: str
+                  sample: gpu-demo-hold
+                phase:
+                  description: The pod's phase (C(Pending) when bound but not started yet).
+                  returned: success
+                  type: str
+                  sample: Running
+                units:
+                  description: Units of this resource the pod requests.
+                  returned: success
+                  type: int
+                  sample: 1
+                priority:
+                  description: The pod's priority, null when the API server set none.
+                  returned: success
+                  type: int
+                  sample: 0
+                priority_class_name:
+                  description: The pod's priority class, null when none.
+                  returned: success
+                  type: str
+                  sample: null
+                terminating:
+                  description: Whether the pod is being deleted (it holds its units until it is gone).
+                  returned: success
+                  type: bool
+                  sample: false
+        operator_running:
+          description:
+            - Per GPU Operator component, whether one of its pods is Running on this node.
+          returned: when O(operator_namespace) is set
+          type: dict
+          sample: {"device_plugin": true, "gpu_feature_discovery": true, "node_feature_discovery": true}
+    totals:
+      description:
+        - Per resource, the sums over the reported nodes of capacity, allocatable, requested, limits and free units.
+      returned: success
+      type: dict
+      sample: {"nvidia.com/gpu": {"capacity": 1, "allocatable": 1, "requested": 1, "limits": 1, "free": 0}}
+    pending:
+      description:
+        - Pods of every namespace that are not bound to a node and request one of the resources
+          (whatever node they wait for, since an unbound pod names none).
+      returned: success
+      type: list
+      elements: dict
+      contains:
+        namespace:
+          description: Namespace of the pod.
+          returned: success
+          type: str
+          sample: gpu-operator
+        name:
+          description: Name of the pod.
+          returned: success
+          type: str
+          sample: gpu-demo-queue
+        phase:
+          description: The pod's phase.
+          returned: success
+          type: str
+          sample: Pending
+        requests:
+          description: Units requested, per matching resource.
+          returned: success
+          type: dict
+          sample: {"nvidia.com/gpu": 1}
+        priority:
+          description: The pod's priority, null when the API server set none.
+          returned: success
+          type: int
+          sample: 0
+        priority_class_name:
+          description: The pod's priority class, null when none.
+          returned: success
+          type: str
+          sample: null
+        reason:
+          description: Reason of the pod's C(PodScheduled) condition, null before the scheduler tried.
+          returned: success
+          type: str
+          sample: Unschedulable
+        message:
+          description: The scheduler's message in the C(PodScheduled) condition.
+          returned: success
+          type: str
+          sample: "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        nominated_node_name:
+          description: Node the scheduler nominated after preempting pods there, null when none.
+          returned: success
+          type: str
+          sample: null
+    operator:
+      description: The GPU Operator pods of O(operator_namespace).
+      returned: when O(operator_namespace) is set
+      type: dict
+      contains:
+        namespace:
+          description: The namespace read.
+          returned: success
+          type: str
+          sample: gpu-operator
+        pods:
+          description: The recognised pods, whatever their node or phase.
+          returned: success
+          type: list
+          elements: dict
+          sample:
+            - {"name": "nvidia-device-plugin-daemonset-x7k2p", "component": "device_plugin", "node": "prod102", "phase": "Running", "ready": true}
+        running:
+          description: Per component, whether at least one of its pods is Running anywhere.
+          returned: success
+          type: dict
+          sample: {"device_plugin": true, "gpu_feature_discovery": true, "node_feature_discovery": true}
+api_calls:
+  description:
+    - Kubernetes API reads made (node list or get, pod list, operator pod list). A paginated list counts as one.
+    - Does not include kubernetes.core's one-time API discovery when it meets a cluster for the first time.
+  returned: success
+  type: int
+  sample: 3
+api_requests:
+  description: HTTP requests those reads took (one per page of at most 500 objects).
+  returned: success
+  type: int
+  sample: 3
+"""
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import (
+    CoreV1Reader,
+    K8sApiError,
+    k8s_client,
+    k8s_module,
+)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._ledger import (
+    DEFAULT_RESOURCE_NAMES,
+    LedgerError,
+    read_ledger,
+)
+
+
+def main():
+    module = k8s_module(
+        argument_spec=dict(
+            node=dict(type="str"),
+            resource_names=dict(type="list", elements="str", default=list(DEFAULT_RESOURCE_NAMES)),
+            operator_namespace=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        reader = CoreV1Reader(k8s_client(module))
+        ledger = read_ledger(
+            reader,
+            node=module.params["node"],
+            patterns=module.params["resource_names"],
+            operator_namespace=module.params["operator_namespace"],
+        )
+        module.exit_json(
+            changed=False,
+            ledger=ledger,
+            ansible_facts={"gpu_ledger": ledger},
+            api_calls=reader.calls,
+            api_requests=reader.requests,
+        )
+    except (K8sApiError, LedgerError) as error:
+        module.fail_json(msg=str(error))
+
+
+if __name__ == "__main__":
+    main()
