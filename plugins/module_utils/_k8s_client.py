@@ -11,8 +11,8 @@ modules connect exactly like ``kubernetes.core.k8s``. On top of that this file a
 
 * ``k8s_module()``: an ``AnsibleK8SModule`` with the auth options merged in;
 * ``k8s_client()``: kubernetes.core's client, with failures turned into ``K8sApiError``;
-* ``explain_api_errors()``: turns ApiException / urllib3 / kubeconfig errors into one clear
-  sentence naming the API server and what was being done;
+* ``explain_api_errors()`` / ``api_error_message()``: turn ApiException / urllib3 / kubeconfig
+  errors into one clear sentence naming the API server and what was being done;
 * ``CoreV1Reader``: core/v1 reads as plain API dicts, counting the calls it makes.
 """
 
@@ -31,7 +31,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import An
 
 try:
     import urllib3
-    from kubernetes.client import CoreV1Api
+    from kubernetes.client import Configuration, CoreV1Api
     from kubernetes.client.rest import ApiException
     from kubernetes.config.config_exception import ConfigException
 except ImportError:
@@ -59,7 +59,13 @@ def k8s_module(argument_spec=None, **kwargs):
     ``argument_spec`` holds the module's own options; ``kwargs`` go to AnsibleModule
     (``supports_check_mode``, ``mutually_exclusive``, ...).
     """
-    return AnsibleK8SModule(argument_spec=module_argument_spec(argument_spec), **kwargs)
+    module = AnsibleK8SModule(argument_spec=module_argument_spec(argument_spec), **kwargs)
+    kubeconfig = module.params.get("kubeconfig")
+    if isinstance(kubeconfig, str):
+        # kubernetes.core marks kubeconfig no_log for its inline (dict) form, which holds credentials;
+        # a path is no secret, and masking it would hide which file an error is about.
+        module._module.no_log_values.discard(kubeconfig)
+    return module
 
 
 def k8s_client(module):
@@ -68,16 +74,14 @@ def k8s_client(module):
     Building it loads the kubeconfig (or in-cluster config) and, the first time a host is
     seen, runs kubernetes.core's API discovery: both can fail, and are explained here.
     """
-    kubeconfig = _kubeconfig_in_use(module)
     try:
-        with explain_api_errors("connect to the Kubernetes API", kubeconfig=kubeconfig):
-            return get_api_client(module=module)
-    except K8sApiError:
-        raise
+        return get_api_client(module=module)
     except Exception as error:
-        # kubernetes.core wraps ConfigException into CoreException, and loading a kubeconfig can
-        # also raise YAML or OS errors: at this stage every one means the configuration is unusable.
-        raise K8sApiError(_config_error_message(error, kubeconfig)) from error
+        kubeconfig = _kubeconfig_in_use(module)
+        message = api_error_message(error, "connect to the Kubernetes API", _host_in_use(module), kubeconfig)
+        # Anything else at this stage (kubernetes.core's CoreException around a ConfigException,
+        # a YAML or OS error while reading the kubeconfig) means the configuration is unusable.
+        raise K8sApiError(message or _config_error_message(error, kubeconfig)) from error
 
 
 def api_host(client):
@@ -99,15 +103,30 @@ def explain_api_errors(action, host=None, kubeconfig=None):
 
     ``action`` says what was being done, as a verb phrase ("list pods in all namespaces");
     ``host`` is the API server URL when known; ``kubeconfig`` the file(s) being loaded.
+    Other exceptions pass through untouched.
     """
     try:
         yield
-    except ApiException as error:
-        raise K8sApiError(_api_exception_message(error, action, host)) from error
-    except urllib3.exceptions.HTTPError as error:
-        raise K8sApiError(_transport_error_message(error, action, host)) from error
-    except ConfigException as error:
-        raise K8sApiError(_config_error_message(error, kubeconfig)) from error
+    except Exception as error:
+        message = api_error_message(error, action, host, kubeconfig)
+        if message is None:
+            raise
+        raise K8sApiError(message) from error
+
+
+def api_error_message(error, action, host=None, kubeconfig=None):
+    """One sentence explaining a Kubernetes client failure, or None for any other exception."""
+    if isinstance(error, ApiException):
+        return _api_exception_message(error, action, host)
+    if isinstance(error, urllib3.exceptions.HTTPError):
+        return _transport_error_message(error, action, host)
+    if isinstance(error, ConfigException):
+        return _config_error_message(error, kubeconfig)
+    return None
+
+
+def _api_name(host):
+    return "the Kubernetes API at {0}".format(host) if host else "the Kubernetes API"
 
 
 def _status_message(error):
@@ -119,19 +138,19 @@ def _status_message(error):
 
 
 def _api_exception_message(error, action, host):
-    where = host or "the Kubernetes API"
+    api = _api_name(host)
     detail = _status_message(error)
     if error.status == 401:
-        return ("the API server {0} rejected the credentials (401 Unauthorized) when trying to {1}: "
-                "the token or client certificate is missing, invalid or expired").format(where, action)
+        return ("{0} rejected the credentials (401 Unauthorized) when trying to {1}: "
+                "the token or client certificate is missing, invalid or expired").format(api, action)
     if error.status == 403:
-        return "forbidden (403) to {0} on {1}: {2}".format(action, where, detail)
+        return "forbidden (403) to {0} on {1}: {2}".format(action, api, detail)
     if error.status == 404:
-        return "not found (404) when trying to {0} on {1}: {2}".format(action, where, detail)
+        return "not found (404) when trying to {0} on {1}: {2}".format(action, api, detail)
     if not error.status:
         # The REST layer reports TLS failures as status 0.
-        return "could not {0} on {1}: {2}".format(action, where, " ".join(str(error.reason).split()))
-    return "the API server {0} answered {1} {2} when trying to {3}: {4}".format(where, error.status, error.reason, action, detail)
+        return "could not {0} on {1}: {2}".format(action, api, " ".join(str(error.reason).split()))
+    return "{0} answered {1} {2} when trying to {3}: {4}".format(api, error.status, error.reason, action, detail)
 
 
 def _endpoint_of(error):
@@ -143,17 +162,27 @@ def _endpoint_of(error):
 
 
 def _transport_error_message(error, action, host):
-    where = host or _endpoint_of(error) or "the Kubernetes API"
+    api = _api_name(host or _endpoint_of(error))
     reason = getattr(error, "reason", None) or error
     if isinstance(reason, urllib3.exceptions.SSLError):
-        return ("TLS verification failed for the Kubernetes API at {0} when trying to {1}: {2} "
-                "(set ca_cert to the cluster CA, or validate_certs=false)").format(where, action, reason)
+        return ("TLS verification failed for {0} when trying to {1}: {2} "
+                "(set ca_cert to the cluster CA, or validate_certs=false)").format(api, action, reason)
     if isinstance(reason, urllib3.exceptions.NewConnectionError):
         cause = "connection refused" if "refused" in str(reason).lower() else str(reason)
-        return "cannot reach the Kubernetes API at {0} ({1}) when trying to {2}".format(where, cause, action)
+        return "cannot reach {0} ({1}) when trying to {2}".format(api, cause, action)
     if isinstance(reason, urllib3.exceptions.TimeoutError):
-        return "timed out talking to the Kubernetes API at {0} when trying to {1}".format(where, action)
-    return "cannot reach the Kubernetes API at {0} when trying to {1}: {2}".format(where, action, reason)
+        return "timed out talking to {0} when trying to {1}".format(api, action)
+    return "cannot reach {0} when trying to {1}: {2}".format(api, action, reason)
+
+
+def _host_in_use(module):
+    """The API server kubernetes.core was connecting to, for error messages.
+
+    An explicit ``host`` (option or K8S_AUTH_HOST) wins, as in kubernetes.core; otherwise loading
+    the kubeconfig left it in the client's default configuration.
+    """
+    host = module.params.get("host") or os.environ.get("K8S_AUTH_HOST")
+    return host or Configuration.get_default_copy().host
 
 
 def _kubeconfig_in_use(module):
