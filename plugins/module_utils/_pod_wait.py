@@ -1,0 +1,404 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The pure part of ``pod_wait``: is a set of pods in the wanted state, still on its way, or never going to be?
+
+Everything here takes pods as the plain dicts the API sends (``kubectl get pod -o json``) and a
+clock value, and returns data; the module feeds it from a list and a watch.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+
+CONDITIONS = ("running", "scheduled", "unschedulable", "succeeded", "finished", "deleted")
+
+# Container waiting reasons after which a pod will not start without someone changing something.
+# ErrImagePull is retried by the kubelet, but with imagePullPolicy IfNotPresent it means the image
+# is not on the node and the registry refused it: waiting longer only holds the GPU of the others.
+DEFAULT_FATAL_REASONS = (
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "CrashLoopBackOff",
+)
+
+# Transition names, in the order a pod lives them; used for the report's timeline.
+TRANSITIONS = ("created", "unschedulable", "scheduled", "running", "succeeded", "failed", "deleting", "deleted")
+
+
+def parse_time(value):
+    """An RFC 3339 API timestamp (``2026-10-12T08:01:02Z``, optionally with fraction) -> epoch seconds."""
+    if not value:
+        return None
+    text = str(value).strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    if "." in text:
+        head, _sep, tail = text.partition(".")
+        digits = ""
+        rest = ""
+        for index, char in enumerate(tail):
+            if not char.isdigit():
+                rest = tail[index:]
+                break
+            digits += char
+        # Python's fromisoformat takes at most microseconds.
+        text = head + "." + (digits[:6].ljust(6, "0")) + rest
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp()
+
+
+def iso(epoch):
+    """Epoch seconds -> ISO 8601 UTC with milliseconds (``2026-10-12T08:01:02.345Z``)."""
+    if epoch is None:
+        return None
+    moment = datetime.datetime.fromtimestamp(epoch, tz=datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "{0:03d}Z".format(moment.microsecond // 1000)
+
+
+def _condition(pod, kind):
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == kind:
+            return condition
+    return None
+
+
+def _container_state(status):
+    """One container status -> {name, state, reason, message, exit_code, ready, restart_count, started_at, finished_at}."""
+    state = status.get("state") or {}
+    name, detail = "unknown", {}
+    for candidate in ("running", "terminated", "waiting"):
+        if state.get(candidate) is not None:
+            name, detail = candidate, state[candidate] or {}
+            break
+    return {
+        "name": status.get("name"),
+        "state": name,
+        "reason": detail.get("reason"),
+        "message": detail.get("message"),
+        "exit_code": detail.get("exitCode"),
+        "started_at": detail.get("startedAt"),
+        "finished_at": detail.get("finishedAt"),
+        "ready": bool(status.get("ready")),
+        "restart_count": status.get("restartCount", 0),
+        "image": status.get("image"),
+    }
+
+
+def summarize(pod):
+    """A Pod dict -> the facts a wait and a report need, with short keys."""
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    scheduled = _condition(pod, "PodScheduled")
+    containers = [_container_state(item) for item in
+                  (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])]
+    return {
+        "name": metadata.get("name"),
+        "namespace": metadata.get("namespace"),
+        "uid": metadata.get("uid"),
+        "labels": metadata.get("labels") or {},
+        "phase": status.get("phase") or "Pending",
+        "reason": status.get("reason"),
+        "message": status.get("message"),
+        "node_name": spec.get("nodeName"),
+        "nominated_node_name": status.get("nominatedNodeName"),
+        "pod_ip": status.get("podIP"),
+        "host_ip": status.get("hostIP"),
+        "created_at": metadata.get("creationTimestamp"),
+        "start_time": status.get("startTime"),
+        "deletion_timestamp": metadata.get("deletionTimestamp"),
+        "scheduled": bool(scheduled and scheduled.get("status") == "True") or bool(spec.get("nodeName")),
+        "unschedulable": bool(scheduled and scheduled.get("status") == "False"
+                              and scheduled.get("reason") == "Unschedulable"),
+        "conditions": [
+            {
+                "type": item.get("type"),
+                "status": item.get("status"),
+                "reason": item.get("reason"),
+                "message": item.get("message"),
+                "last_transition_time": item.get("lastTransitionTime"),
+            }
+            for item in status.get("conditions") or []
+        ],
+        "containers": containers,
+    }
+
+
+def blocking_reason(summary, fatal_reasons=DEFAULT_FATAL_REASONS):
+    """The reason a pod will not start, from its containers (``ImagePullBackOff``...), or None."""
+    for container in summary["containers"]:
+        if container["state"] == "waiting" and container["reason"] in fatal_reasons:
+            return container["reason"]
+    return None
+
+
+def describe(summary):
+    """``gpu-demo-hold: Pending (ImagePullBackOff: Back-off pulling image "x")`` for messages."""
+    if summary is None:
+        return "not found"
+    detail = summary["phase"]
+    reasons = []
+    if summary["reason"]:
+        reasons.append(summary["reason"] + (": " + summary["message"] if summary["message"] else ""))
+    for container in summary["containers"]:
+        if container["state"] in ("waiting", "terminated") and container["reason"]:
+            text = container["reason"]
+            if container["state"] == "terminated" and container["exit_code"] is not None:
+                text += " (exit code {0})".format(container["exit_code"])
+            if container["message"]:
+                text += ": " + container["message"]
+            reasons.append(text)
+    if summary["phase"] == "Pending" and not summary["scheduled"]:
+        scheduled = [item for item in summary["conditions"] if item["type"] == "PodScheduled"]
+        if scheduled and scheduled[0]["reason"]:
+            reasons.append("{0}: {1}".format(scheduled[0]["reason"], scheduled[0]["message"] or ""))
+        elif not scheduled:
+            reasons.append("not scheduled yet")
+    if summary["node_name"]:
+        detail += " on " + summary["node_name"]
+    if summary["deletion_timestamp"]:
+        detail += ", being deleted"
+    if reasons:
+        detail += " (" + "; ".join(reasons) + ")"
+    return detail
+
+
+MET = "met"
+WAITING = "waiting"
+HOPELESS = "hopeless"
+
+
+def evaluate(condition, summary, node=None, fail_on_unschedulable=False, fatal_reasons=DEFAULT_FATAL_REASONS):
+    """One pod against the wanted condition -> (MET | WAITING | HOPELESS, why).
+
+    ``summary`` is None when the pod does not exist (never created, or gone).
+    """
+    if condition == "deleted":
+        return (MET, "gone") if summary is None else (WAITING, "still exists: " + describe(summary))
+    if summary is None:
+        return HOPELESS, "the pod does not exist (deleted, or never created)"
+    phase = summary["phase"]
+    wrong_node = node and summary["node_name"] and summary["node_name"] != node
+    if wrong_node:
+        return HOPELESS, "scheduled on {0}, not on {1}".format(summary["node_name"], node)
+    blocked = blocking_reason(summary, fatal_reasons)
+
+    if condition == "unschedulable":
+        if summary["scheduled"]:
+            return HOPELESS, "it was scheduled: " + describe(summary)
+        if phase in ("Succeeded", "Failed"):
+            return HOPELESS, "it ended: " + describe(summary)
+        if summary["unschedulable"]:
+            return MET, "unschedulable"
+        return WAITING, describe(summary)
+
+    if phase == "Failed" and condition != "finished":
+        return HOPELESS, "it failed: " + describe(summary)
+    if blocked:
+        return HOPELESS, "it cannot start: " + describe(summary)
+    if summary["deletion_timestamp"] and condition in ("running", "scheduled"):
+        return HOPELESS, "it is being deleted: " + describe(summary)
+    if fail_on_unschedulable and summary["unschedulable"] and not summary["scheduled"]:
+        return HOPELESS, "the scheduler cannot place it: " + describe(summary)
+
+    if condition == "scheduled":
+        return (MET, "scheduled") if summary["scheduled"] else (WAITING, describe(summary))
+    if condition == "running":
+        if phase == "Running" and summary["node_name"]:
+            return MET, "running"
+        if phase == "Succeeded":
+            return HOPELESS, "it ended before it was seen Running: " + describe(summary)
+        return WAITING, describe(summary)
+    if condition == "succeeded":
+        return (MET, "succeeded") if phase == "Succeeded" else (WAITING, describe(summary))
+    if condition == "finished":
+        return (MET, phase.lower()) if phase in ("Succeeded", "Failed") else (WAITING, describe(summary))
+    raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
+
+
+def api_transitions(summary):
+    """Transition times the API itself records on a pod (second resolution): {transition: epoch}."""
+    times = {}
+    created = parse_time(summary.get("created_at"))
+    if created is not None:
+        times["created"] = created
+    for condition in summary["conditions"]:
+        moment = parse_time(condition["last_transition_time"])
+        if moment is None:
+            continue
+        if condition["type"] == "PodScheduled" and condition["status"] == "True":
+            times["scheduled"] = moment
+        elif condition["type"] == "PodScheduled" and condition["reason"] == "Unschedulable":
+            times["unschedulable"] = moment
+    started = [parse_time(item["started_at"]) for item in summary["containers"] if item["started_at"]]
+    started = [moment for moment in started if moment is not None]
+    if started:
+        times["running"] = min(started)
+    if summary["phase"] in ("Succeeded", "Failed"):
+        finished = [parse_time(item["finished_at"]) for item in summary["containers"] if item["finished_at"]]
+        finished = [moment for moment in finished if moment is not None]
+        if finished:
+            times[summary["phase"].lower()] = max(finished)
+    deleting = parse_time(summary.get("deletion_timestamp"))
+    if deleting is not None:
+        # deletionTimestamp is when the grace period ends; the deletion itself started earlier.
+        times["deleting"] = deleting
+    return times
+
+
+def observed_transitions(summary):
+    """The transitions a pod in this state has gone through, as names (for watch observations)."""
+    reached = ["created"]
+    if summary["unschedulable"] and not summary["scheduled"]:
+        reached.append("unschedulable")
+    if summary["scheduled"]:
+        reached.append("scheduled")
+    if summary["phase"] in ("Running", "Succeeded", "Failed") and any(
+            item["started_at"] for item in summary["containers"]) or summary["phase"] == "Running":
+        reached.append("running")
+    if summary["phase"] in ("Succeeded", "Failed"):
+        reached.append(summary["phase"].lower())
+    if summary["deletion_timestamp"]:
+        reached.append("deleting")
+    return reached
+
+
+class PodSetWatch:
+    """The state of a set of pods as a list and a watch report it, judged against one condition.
+
+    ``names``: the pods that must reach the condition (an absent one counts as not existing);
+    without names, every pod fed counts, and at least ``count`` (default 1) of them must exist
+    for any condition other than ``deleted``. ``record_all``: also follow (and report) the other
+    pods fed, which the caller has already filtered by label selector; otherwise they are ignored.
+    """
+
+    def __init__(self, condition, names=None, count=None, node=None, fail_on_unschedulable=False,
+                 fatal_reasons=DEFAULT_FATAL_REASONS, record_all=False):
+        if condition not in CONDITIONS:
+            raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
+        self.condition = condition
+        self.names = list(names or [])
+        self.count = count
+        self.node = node
+        self.fail_on_unschedulable = fail_on_unschedulable
+        self.fatal_reasons = tuple(fatal_reasons)
+        self.record_all = record_all
+        self.pods = {}
+        self.known = {}
+        self.seen = {}
+        self.history = []
+
+    def _wanted(self, name):
+        return self.record_all or not self.names or name in self.names
+
+    def _record(self, name, transition, now, live=True):
+        seen = self.seen.setdefault(name, {})
+        if transition not in seen:
+            seen[transition] = (now, live)
+            self.history.append({"pod": name, "transition": transition, "at": now, "live": live})
+
+    def mark(self, name, transition, now):
+        """A transition the caller caused and timed itself (the create or delete call)."""
+        self._record(name, transition, now)
+
+    def load(self, pods, now):
+        """The initial list: replaces what is known."""
+        self.pods = {}
+        for pod in pods:
+            self.apply("ADDED", pod, now, live=False)
+        for name in self.names:
+            if name not in self.pods and name in self.known:
+                self._record(name, "deleted", now)
+
+    def apply(self, event_type, pod, now, live=True):
+        """One watch event (``ADDED`` / ``MODIFIED`` / ``DELETED``) received at time ``now``.
+
+        ``live`` is False for the initial list: what it shows happened at some time before ``now``.
+        """
+        summary = summarize(pod)
+        name = summary["name"]
+        if not self._wanted(name):
+            return
+        if event_type == "DELETED":
+            self.pods.pop(name, None)
+            self.known[name] = summary
+            self._record(name, "deleted", now)
+            return
+        self.pods[name] = summary
+        self.known[name] = summary
+        for transition in observed_transitions(summary):
+            self._record(name, transition, now, live)
+
+    def verdict(self):
+        """(MET | WAITING | HOPELESS, message) for the whole set."""
+        waiting = []
+        if self.names:
+            targets = [(name, self.pods.get(name)) for name in self.names]
+        else:
+            targets = sorted(self.pods.items())
+            expected = self.count if self.count is not None else (0 if self.condition == "deleted" else 1)
+            if self.condition != "deleted" and len(targets) < expected:
+                waiting.append("{0} pod(s) found, {1} expected".format(len(targets), expected))
+        for name, summary in targets:
+            state, why = evaluate(self.condition, summary, node=self.node,
+                                  fail_on_unschedulable=self.fail_on_unschedulable,
+                                  fatal_reasons=self.fatal_reasons)
+            if state == HOPELESS:
+                return HOPELESS, "pod {0} will not become {1}: {2}".format(name, self.condition, why)
+            if state == WAITING:
+                waiting.append("{0}: {1}".format(name, why))
+        if waiting:
+            return WAITING, "; ".join(waiting)
+        return MET, "all {0} pod(s) {1}".format(len(targets), self.condition)
+
+    def transitions(self):
+        """{pod: {transition: epoch}}: what the API recorded, refined by what this watch saw live.
+
+        API timestamps have second resolution; a transition seen by the watch is exact to a few
+        milliseconds. One already true in the first list only happened at some time before it,
+        so there the API's timestamp is kept when it has one.
+        """
+        result = {}
+        for name in sorted(set(self.known) | set(self.seen)):
+            summary = self.known.get(name)
+            times = api_transitions(summary) if summary else {}
+            for transition, (moment, live) in self.seen.get(name, {}).items():
+                if live or transition not in times:
+                    times[transition] = moment
+            result[name] = times
+        return result
+
+    def exact(self):
+        """{pod: [transitions]} that this watch saw happen (exact to a few milliseconds)."""
+        return {name: sorted(transition for transition, (_moment, live) in seen.items() if live)
+                for name, seen in self.seen.items()}
+
+    def report(self):
+        """The known pods (current or last seen state): the condition's targets first, then the others."""
+        order = list(self.names) or sorted(self.known)
+        order += sorted(name for name in self.known if name not in order)
+        pods = []
+        for name in order:
+            summary = self.pods.get(name) or self.known.get(name)
+            if summary is None:
+                pods.append({"name": name, "exists": False})
+                continue
+            entry = dict(summary)
+            entry["exists"] = name in self.pods
+            pods.append(entry)
+        return pods

@@ -1,0 +1,765 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: pod_wait
+short_description: Create or delete pods, then wait for them to run, queue, finish or disappear, reacting to a watch at once
+version_added: 1.0.0
+description:
+  - Lists the pods (by O(names) and/or O(label_selectors)) and then follows them with a Kubernetes
+    watch from that list's resourceVersion, like C(kubectl wait), so it returns as soon as the
+    condition holds instead of polling every few seconds.
+  - Can first create pods (O(create)) and delete pods (O(delete), O(delete_matching)), so that one
+    step of a pod workflow (create and wait until Running, delete and wait until gone) is one task.
+    Each Ansible task that talks to Kubernetes costs about a second of module start-up; while the
+    pods hold GPUs that second is what the pre-flight costs its users.
+  - Fails at once, without waiting for O(timeout), when a pod can no longer reach the condition
+    (it failed, its image cannot be pulled, the device plugin rejected it at admission
+    (C(UnexpectedAdmissionError)), its deadline passed (C(DeadlineExceeded)), it was scheduled when
+    it should queue, or it was deleted). The failure message names each pod with its phase and reason.
+  - Returns the pods (phase, node, IP, conditions, container states), when each transition was seen,
+    and on request their logs and events. For O(condition=unschedulable) it also returns the
+    scheduler's C(FailedScheduling) events, parsed.
+author:
+  - gpuops developers (@gpuops)
+options:
+  namespace:
+    description: Namespace of the pods.
+    type: str
+    required: true
+  names:
+    description:
+      - Names of the pods that must reach the condition; a name that does not exist counts as
+        deleted (which satisfies only O(condition=deleted)).
+      - With O(label_selectors) as well, every matching pod is followed and reported (its transitions
+        recorded), but only these must reach the condition.
+      - At least one of O(names) and O(label_selectors) is required.
+    type: list
+    elements: str
+  label_selectors:
+    description:
+      - Label selectors (C(key=value), C(key!=value), C(key in (a,b))), joined with AND.
+      - Without O(names), every matching pod must reach the condition and at least O(count) must exist.
+    type: list
+    elements: str
+  create:
+    description:
+      - Pod manifests to create before waiting, in order. A manifest without C(metadata.namespace)
+        goes to O(namespace).
+      - In check mode each creation is a server-side dry run (the API server validates and admits
+        the manifest) and the module does not wait.
+    type: list
+    elements: dict
+    default: []
+  delete:
+    description:
+      - Names of pods to delete before waiting (a pod that does not exist is skipped).
+      - In check mode the deletion is a server-side dry run and the module does not wait.
+    type: list
+    elements: str
+    default: []
+  delete_matching:
+    description:
+      - Delete every pod matching O(label_selectors) before waiting, in one call.
+    type: bool
+    default: false
+  warn_on_delete:
+    description:
+      - Emit a warning naming the pods O(delete) or O(delete_matching) deleted (for example the
+        leftovers of an interrupted run).
+    type: bool
+    default: false
+  count:
+    description:
+      - With O(label_selectors) and no O(names), the number of pods expected (default 1, or 0 for
+        O(condition=deleted)).
+    type: int
+  condition:
+    description:
+      - V(running) - every pod is C(Running) and bound to a node.
+      - V(scheduled) - every pod is bound to a node (C(PodScheduled=True)).
+      - V(unschedulable) - every pod is C(Pending) with C(PodScheduled=False), reason C(Unschedulable),
+        and the scheduler's C(FailedScheduling) event for it has arrived (see RV(failed_scheduling)).
+      - V(succeeded) - every pod is C(Succeeded).
+      - V(finished) - every pod is C(Succeeded) or C(Failed).
+      - V(deleted) - no pod is left.
+    type: str
+    required: true
+    choices: [running, scheduled, unschedulable, succeeded, finished, deleted]
+  node:
+    description:
+      - The node the pods must be on. A pod bound to another node fails the wait at once.
+    type: str
+  timeout:
+    description: Seconds to wait before failing.
+    type: int
+    default: 120
+  grace_period:
+    description:
+      - Grace period in seconds for O(delete) and O(delete_matching); the pods' own
+        C(terminationGracePeriodSeconds) when omitted.
+    type: int
+  fail_on_unschedulable:
+    description:
+      - For V(running), V(scheduled), V(succeeded) and V(finished), fail at once when the scheduler
+        reports a pod C(Unschedulable) instead of waiting for the timeout.
+    type: bool
+    default: false
+  fatal_reasons:
+    description:
+      - Container waiting reasons after which a pod is considered unable to start.
+    type: list
+    elements: str
+    default: [ErrImagePull, ImagePullBackOff, ErrImageNeverPull, InvalidImageName, CreateContainerConfigError,
+              CreateContainerError, RunContainerError, CrashLoopBackOff]
+  logs:
+    description:
+      - Return each pod's log (RV(pods[].log)) once the condition holds. Not for V(unschedulable) and V(deleted).
+    type: bool
+    default: false
+  log_ready_pattern:
+    description:
+      - A regular expression each pod's log must contain before V(running) counts as reached, so that
+        what the container prints before it settles down (for example C(nvidia-smi -L)) is in the log.
+      - Implies O(logs=true).
+    type: str
+  log_limit_bytes:
+    description: The most bytes of each log to return (the end of the log is kept).
+    type: int
+    default: 65536
+  events:
+    description:
+      - Also return the events of the pods (one list call), oldest first, as C(kubectl describe) shows them.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - A wait only reads. With O(create), O(delete) or O(delete_matching) the writes are server-side
+        dry runs and nothing is waited for.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+  action_group:
+    description: Use C(group/gpuops.scheduling.k8s) in C(module_defaults) to set the connection options once.
+    support: full
+    membership:
+      - gpuops.scheduling.k8s
+requirements:
+  - python >= 3.9
+  - kubernetes >= 24.2.0
+  - PyYAML >= 3.11
+notes:
+  - Times are the controller's clock when a change was seen (exact to a few milliseconds), or the API
+    server's own timestamps (whole seconds) for what had already happened when the wait started.
+  - The user needs C(list) and C(watch) on pods, C(get) on C(pods/log) for O(logs), C(list) and
+    C(watch) on events for O(condition=unschedulable) and O(events), C(create) on pods for O(create),
+    C(delete) (and C(deletecollection) for O(delete_matching)) on pods for O(delete).
+seealso:
+  - module: kubernetes.core.k8s
+  - module: kubernetes.core.k8s_info
+  - name: kubectl wait
+    description: The watch-based wait this module mirrors.
+    link: https://kubernetes.io/docs/reference/kubectl/generated/kubectl_wait/
+"""
+
+EXAMPLES = r"""
+- name: Create the hold pod and wait until it runs on the node and has printed its GPUs
+  gpuops.scheduling.pod_wait:
+    namespace: gpu-operator
+    create:
+      - "{{ lookup('ansible.builtin.template', 'hold-pod.yaml.j2') | ansible.builtin.from_yaml }}"
+    names: [gpu-demo-hold]
+    condition: running
+    node: prod102
+    log_ready_pattern: "gpuops: evidence complete"
+    fail_on_unschedulable: true
+    timeout: 120
+  register: hold
+
+- name: Wait until every pod of a run is Running (four expected)
+  gpuops.scheduling.pod_wait:
+    namespace: gpu-operator
+    label_selectors:
+      - gpuops.scheduling/run-id=20261012T080102-prod102
+      - gpuops.scheduling/role=hold
+    count: 4
+    condition: running
+
+- name: Wait until the queue pod is refused by the scheduler
+  gpuops.scheduling.pod_wait:
+    namespace: gpu-operator
+    names: [gpu-demo-queue]
+    condition: unschedulable
+    timeout: 60
+  register: queued
+
+- name: Show what the scheduler said
+  ansible.builtin.debug:
+    msg: "{{ queued.failed_scheduling[0].message }}"
+
+- name: Delete the hold pod, then wait for the queue pod to succeed, following both
+  gpuops.scheduling.pod_wait:
+    namespace: gpu-operator
+    label_selectors: [gpuops.scheduling/run-id=20261012T080102-prod102]
+    delete: [gpu-demo-hold]
+    names: [gpu-demo-queue]
+    condition: succeeded
+    node: prod102
+    logs: true
+
+- name: Remove every pod of earlier runs on this node, with a warning, and wait until they are gone
+  gpuops.scheduling.pod_wait:
+    namespace: gpu-operator
+    label_selectors:
+      - app.kubernetes.io/managed-by=gpuops.scheduling
+      - gpuops.scheduling/node=prod102
+    delete_matching: true
+    warn_on_delete: true
+    condition: deleted
+    events: true
+"""
+
+RETURN = r"""
+condition:
+  description: The condition waited for.
+  returned: always
+  type: str
+  sample: running
+pods:
+  description:
+    - The pods, as last seen - those of O(names) first, in that order, then the other pods followed
+      (matching O(label_selectors)), by name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Pod name.
+      returned: always
+      type: str
+      sample: gpu-demo-hold
+    exists:
+      description: Whether the pod still exists.
+      returned: always
+      type: bool
+      sample: true
+    uid:
+      description: Pod UID.
+      returned: when the pod was seen
+      type: str
+      sample: 6f1c2d3e-0000-4000-8000-000000000001
+    phase:
+      description: C(status.phase).
+      returned: when the pod was seen
+      type: str
+      sample: Running
+    reason:
+      description: C(status.reason), for example C(UnexpectedAdmissionError) or C(DeadlineExceeded).
+      returned: when the pod was seen
+      type: str
+      sample: null
+    node_name:
+      description: The node the pod is bound to, null while unscheduled.
+      returned: when the pod was seen
+      type: str
+      sample: prod102
+    pod_ip:
+      description: The pod's IP (data only; nothing connects to it).
+      returned: when the pod was seen
+      type: str
+      sample: 10.244.0.62
+    scheduled:
+      description: Whether the pod is bound to a node.
+      returned: when the pod was seen
+      type: bool
+      sample: true
+    unschedulable:
+      description: Whether C(PodScheduled) is C(False) with reason C(Unschedulable).
+      returned: when the pod was seen
+      type: bool
+      sample: false
+    conditions:
+      description: The pod's conditions (type, status, reason, message, last_transition_time).
+      returned: when the pod was seen
+      type: list
+      elements: dict
+      sample: [{"type": "PodScheduled", "status": "True", "reason": null, "message": null, "last_transition_time": "2026-10-12T08:01:02Z"}]
+    containers:
+      description: Container states (name, state, reason, message, exit_code, started_at, finished_at, ready, restart_count, image).
+      returned: when the pod was seen
+      type: list
+      elements: dict
+      sample: [{"name": "smi", "state": "running", "reason": null, "exit_code": null, "ready": true}]
+    log:
+      description: The pod's log (at most O(log_limit_bytes), the end kept).
+      returned: when O(logs) or O(log_ready_pattern) is set and the pod had started
+      type: str
+      sample: "GPU 0: NVIDIA H20 (UUID: GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76)\n"
+transitions:
+  description:
+    - Per pod, the epoch time of each transition known (created, unschedulable, scheduled, running,
+      succeeded, failed, deleting, deleted).
+  returned: always
+  type: dict
+  sample: {"gpu-demo-hold": {"created": 1791792062.0, "scheduled": 1791792062.412, "running": 1791792063.105}}
+exact:
+  description: Per pod, the transitions this wait saw happen (the others come from API timestamps).
+  returned: always
+  type: dict
+  sample: {"gpu-demo-hold": ["running", "scheduled"]}
+failed_scheduling:
+  description:
+    - For O(condition=unschedulable), per pod the latest C(FailedScheduling) event, with its message
+      parsed by P(gpuops.scheduling.failed_scheduling#filter).
+  returned: when O(condition=unschedulable) and the condition was reached
+  type: list
+  elements: dict
+  sample:
+    - pod: gpu-demo-queue
+      message: "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: not eligible due to preemptionPolicy=Never."
+      source: default-scheduler
+      count: 1
+      at: "2026-10-12T08:01:09.120Z"
+      parsed: {"nodes_total": 1, "nodes_available": 0, "reasons": {"Insufficient nvidia.com/gpu": 1}, "insufficient": ["nvidia.com/gpu"]}
+events:
+  description: The pods' events, oldest first (at, type, reason, source, object, pod, message, count).
+  returned: when O(events=true)
+  type: list
+  elements: dict
+  sample: [{"at": "2026-10-12T08:01:02.000Z", "type": "Normal", "reason": "Scheduled", "source": "default-scheduler",
+            "pod": "gpu-demo-hold", "message": "Successfully assigned gpu-operator/gpu-demo-hold to prod102"}]
+created:
+  description: Names of the pods this call created (or would create, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-demo-queue]
+deleted:
+  description: Names of the pods this call deleted (or would delete, in check mode).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-demo-hold]
+started_at:
+  description: When the wait started (ISO 8601, controller clock).
+  returned: always
+  type: str
+  sample: "2026-10-12T08:01:02.345Z"
+finished_at:
+  description: When the wait ended.
+  returned: always
+  type: str
+  sample: "2026-10-12T08:01:05.012Z"
+elapsed:
+  description: Seconds the call took, creation and deletion included.
+  returned: always
+  type: float
+  sample: 2.667
+api_requests:
+  description: HTTP requests made to the API server (lists, watches, log reads, deletions).
+  returned: always
+  type: int
+  sample: 3
+"""
+
+import json
+import re
+import time
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import (
+    K8sApiError,
+    core_v1_api,
+    explain_api_errors,
+    k8s_client,
+    k8s_module,
+)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._pod_wait import (
+    CONDITIONS,
+    DEFAULT_FATAL_REASONS,
+    HOPELESS,
+    MET,
+    WAITING,
+    PodSetWatch,
+    describe,
+    iso,
+)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._scheduling_events import (
+    event_timeline,
+    parse_failed_scheduling,
+)
+
+try:
+    from kubernetes.client.rest import ApiException
+    from kubernetes.watch import Watch
+except ImportError:
+    # k8s_module() reports the missing library.
+    pass
+
+# The FailedScheduling event follows the pod's condition within milliseconds; do not let a lost
+# event hold the GPUs for the whole timeout.
+EVENT_GRACE_SECONDS = 10
+# A running container prints its first lines within milliseconds: a short poll of the log costs
+# less than opening a log stream per pod.
+LOG_POLL_SECONDS = 0.1
+
+
+class WaitFailed(Exception):
+    """The wait cannot succeed; the message says which pod and why."""
+
+
+class PodWaiter:
+    """One pod_wait call: creations, deletions, a list and a watch, then logs and events."""
+
+    def __init__(self, api, params, check_mode=False, clock=None):
+        self.api = api
+        self.params = params
+        self.check_mode = check_mode
+        self.clock = clock or time.time
+        self.namespace = params["namespace"]
+        self.names = params["names"] or []
+        self.selector = ",".join(params["label_selectors"] or []) or None
+        self.requests = 0
+        self.started = self.clock()
+        self.deadline = self.started + params["timeout"]
+        self.tracker = PodSetWatch(
+            params["condition"], names=self.names, count=params["count"], node=params["node"],
+            fail_on_unschedulable=params["fail_on_unschedulable"], fatal_reasons=params["fatal_reasons"],
+            record_all=bool(self.selector))
+        self.created = []
+        self.deleted = []
+        self.failed_scheduling = None
+        self.events = None
+        self.logs = {}
+
+    @property
+    def host(self):
+        return getattr(self.api.api_client.configuration, "host", None)
+
+    def remaining(self):
+        return self.deadline - self.clock()
+
+    def _dry_run(self):
+        return {"dry_run": "All"} if self.check_mode else {}
+
+    @staticmethod
+    def _raw(response):
+        # Plain API dicts: the client's model classes are slow and rename every key.
+        return json.loads(response.data)
+
+    def targets(self):
+        """The pods that must reach the condition, as last seen."""
+        pods = self.tracker.report()
+        return [pod for pod in pods if not self.names or pod["name"] in self.names]
+
+    # -- writes ---------------------------------------------------------------------------
+    def create(self):
+        for manifest in self.params["create"]:
+            namespace = (manifest.get("metadata") or {}).get("namespace") or self.namespace
+            name = (manifest.get("metadata") or {}).get("name")
+            self.requests += 1
+            moment = self.clock()
+            with explain_api_errors("create pod {0}/{1}".format(namespace, name), self.host):
+                created = self._raw(self.api.create_namespaced_pod(namespace, manifest, _preload_content=False,
+                                                                   **self._dry_run()))
+            self.created.append(created["metadata"]["name"])
+            if not self.check_mode:
+                self.tracker.mark(created["metadata"]["name"], "created", moment)
+
+    def delete(self):
+        body = {}
+        if self.params["grace_period"] is not None:
+            body["gracePeriodSeconds"] = self.params["grace_period"]
+        with explain_api_errors("delete pods in namespace {0}".format(self.namespace), self.host):
+            for name in self.params["delete"]:
+                self.requests += 1
+                moment = self.clock()
+                try:
+                    self.api.delete_namespaced_pod(name, self.namespace, body=body, _preload_content=False,
+                                                   **self._dry_run())
+                    self.deleted.append(name)
+                    if not self.check_mode:
+                        self.tracker.mark(name, "deleting", moment)
+                except ApiException as error:
+                    if error.status != 404:
+                        raise
+            if self.params["delete_matching"]:
+                self.requests += 1
+                response = self._raw(self.api.delete_collection_namespaced_pod(
+                    self.namespace, label_selector=self.selector, body=body, _preload_content=False,
+                    **self._dry_run()))
+                self.deleted.extend(sorted(item["metadata"]["name"] for item in response.get("items") or []))
+
+    # -- the wait -------------------------------------------------------------------------
+    def _selectors(self):
+        if self.selector:
+            return {"label_selector": self.selector}
+        if len(self.names) == 1:
+            return {"field_selector": "metadata.name={0}".format(self.names[0])}
+        return {}
+
+    def list_pods(self):
+        self.requests += 1
+        with explain_api_errors("list pods in namespace {0}".format(self.namespace), self.host):
+            listing = self._raw(self.api.list_namespaced_pod(self.namespace, _preload_content=False,
+                                                             **self._selectors()))
+        self.tracker.load(listing.get("items") or [], self.clock())
+        return (listing.get("metadata") or {}).get("resourceVersion")
+
+    def wait(self):
+        resource_version = self.list_pods()
+        while True:
+            state, message = self.tracker.verdict()
+            if state == MET:
+                return
+            if state == HOPELESS:
+                raise WaitFailed(message)
+            remaining = self.remaining()
+            if remaining <= 0:
+                raise WaitFailed("timed out after {0}s waiting for {1}: {2}".format(
+                    self.params["timeout"], self._what(), self._states()))
+            try:
+                resource_version = self._watch(resource_version, remaining)
+            except ApiException as error:
+                if error.status != 410:
+                    raise
+                # The resourceVersion is too old (compacted): list again and go on from there.
+                resource_version = self.list_pods()
+
+    def _watch(self, resource_version, remaining):
+        watch = Watch()
+        self.requests += 1
+        stream = watch.stream(
+            self.api.list_namespaced_pod, self.namespace, resource_version=resource_version,
+            timeout_seconds=max(1, int(remaining + 0.999)), allow_watch_bookmarks=True, deserialize=False,
+            _request_timeout=(10, remaining + 10), **self._selectors())
+        try:
+            for event in stream:
+                pod = event.get("object") or {}
+                resource_version = (pod.get("metadata") or {}).get("resourceVersion") or resource_version
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    self.tracker.apply(event["type"], pod, self.clock())
+                    if self.tracker.verdict()[0] != WAITING:
+                        break
+                if self.remaining() <= 0:
+                    break
+        finally:
+            watch.stop()
+        return resource_version
+
+    def _what(self):
+        target = ", ".join(self.names) if self.names else "pods matching {0}".format(self.selector)
+        return "{0} to be {1}".format(target, self.params["condition"])
+
+    def _states(self):
+        pods = self.targets()
+        if not pods:
+            return "no pod found"
+        return "; ".join("{0}: {1}".format(pod["name"], describe(pod) if pod.get("exists") else "gone")
+                         for pod in pods)
+
+    # -- logs -----------------------------------------------------------------------------
+    def _read_log(self, name):
+        self.requests += 1
+        with explain_api_errors("read the log of pod {0}/{1}".format(self.namespace, name), self.host):
+            try:
+                response = self.api.read_namespaced_pod_log(
+                    name, self.namespace, limit_bytes=self.params["log_limit_bytes"], _preload_content=False)
+            except ApiException as error:
+                if error.status in (400, 404):
+                    # Not started yet (400: "container is waiting to start") or gone.
+                    return None
+                raise
+        return response.data.decode("utf-8", errors="replace")
+
+    def collect_logs(self):
+        pattern = self.params["log_ready_pattern"]
+        regex = re.compile(pattern) if pattern else None
+        for pod in self.targets():
+            started = any(item["started_at"] for item in pod.get("containers") or [])
+            if not pod.get("exists") or not (started or pod["phase"] in ("Running", "Succeeded", "Failed")):
+                continue
+            text = self._read_log(pod["name"])
+            while regex and not (text and regex.search(text)):
+                if self.remaining() <= 0:
+                    raise WaitFailed("timed out after {0}s waiting for the log of pod {1} to show {2!r}; "
+                                     "it shows: {3!r}".format(self.params["timeout"], pod["name"], pattern,
+                                                              (text or "")[-500:]))
+                time.sleep(LOG_POLL_SECONDS)
+                text = self._read_log(pod["name"])
+            self.logs[pod["name"]] = text
+
+    # -- events ---------------------------------------------------------------------------
+    def _list_events(self, field_selector):
+        self.requests += 1
+        with explain_api_errors("list events in namespace {0}".format(self.namespace), self.host):
+            listing = self._raw(self.api.list_namespaced_event(self.namespace, field_selector=field_selector,
+                                                               _preload_content=False))
+        return listing.get("items") or [], (listing.get("metadata") or {}).get("resourceVersion")
+
+    def collect_failed_scheduling(self):
+        """The latest FailedScheduling event of each target pod, waiting briefly for it if needed."""
+        found = []
+        for pod in self.targets():
+            if not pod.get("uid"):
+                continue
+            selector = "involvedObject.uid={0},reason=FailedScheduling".format(pod["uid"])
+            items, resource_version = self._list_events(selector)
+            if not items:
+                items = self._watch_first_event(selector, resource_version)
+            rows = event_timeline(items)
+            if rows:
+                latest = rows[-1]
+                entry = {"pod": pod["name"], "message": latest["message"], "source": latest["source"],
+                         "count": latest["count"], "at": latest["at"], "last_at": latest["last_at"],
+                         "from_event": True}
+            else:
+                # No event in time: the PodScheduled condition carries the same message.
+                condition = [item for item in pod["conditions"] if item["type"] == "PodScheduled"]
+                entry = {"pod": pod["name"], "message": (condition[0]["message"] if condition else "") or "",
+                         "source": "PodScheduled condition", "count": 1,
+                         "at": condition[0]["last_transition_time"] if condition else None,
+                         "last_at": None, "from_event": False}
+            entry["parsed"] = parse_failed_scheduling(entry["message"])
+            found.append(entry)
+        self.failed_scheduling = found
+
+    def _watch_first_event(self, field_selector, resource_version):
+        limit = min(self.remaining(), EVENT_GRACE_SECONDS)
+        if limit <= 0:
+            return []
+        watch = Watch()
+        self.requests += 1
+        with explain_api_errors("watch events in namespace {0}".format(self.namespace), self.host):
+            try:
+                for event in watch.stream(self.api.list_namespaced_event, self.namespace,
+                                          field_selector=field_selector, resource_version=resource_version,
+                                          timeout_seconds=max(1, int(limit + 0.999)), deserialize=False,
+                                          _request_timeout=(10, limit + 10)):
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        return [event["object"]]
+            finally:
+                watch.stop()
+        return []
+
+    def collect_events(self):
+        pods = [{"uid": pod["uid"]} for pod in self.tracker.report() if pod.get("uid")]
+        items, _resource_version = self._list_events("involvedObject.kind=Pod")
+        self.events = event_timeline(items, pods=pods)
+
+    # -- result ---------------------------------------------------------------------------
+    def result(self):
+        pods = []
+        for pod in self.tracker.report():
+            entry = dict(pod)
+            entry.pop("labels", None)
+            if pod["name"] in self.logs:
+                entry["log"] = self.logs[pod["name"]]
+            pods.append(entry)
+        finished = self.clock()
+        result = {
+            "condition": self.params["condition"],
+            "pods": pods,
+            "transitions": self.tracker.transitions(),
+            "exact": self.tracker.exact(),
+            "created": self.created,
+            "deleted": self.deleted,
+            "started_at": iso(self.started),
+            "finished_at": iso(finished),
+            "elapsed": round(finished - self.started, 3),
+            "api_requests": self.requests,
+            "changed": bool(self.created or self.deleted),
+        }
+        if self.failed_scheduling is not None:
+            result["failed_scheduling"] = self.failed_scheduling
+        if self.events is not None:
+            result["events"] = self.events
+        return result
+
+
+def run(module, api):
+    params = module.params
+    waiter = PodWaiter(api, params, check_mode=module.check_mode)
+    condition = params["condition"]
+    writes = bool(params["create"] or params["delete"] or params["delete_matching"])
+    try:
+        waiter.delete()
+        waiter.create()
+        if params["warn_on_delete"] and waiter.deleted:
+            module.warn("deleted {0} pod(s) in namespace {1}: {2}".format(
+                len(waiter.deleted), params["namespace"], ", ".join(waiter.deleted)))
+        if module.check_mode and writes:
+            # Dry-run writes changed nothing: there is nothing to wait for.
+            waiter.list_pods()
+            return waiter.result()
+        with explain_api_errors("watch pods in namespace {0}".format(params["namespace"]), waiter.host):
+            waiter.wait()
+        if condition == "unschedulable":
+            waiter.collect_failed_scheduling()
+        if (params["logs"] or params["log_ready_pattern"]) and condition not in ("unschedulable", "deleted"):
+            waiter.collect_logs()
+        if params["events"]:
+            waiter.collect_events()
+    except (WaitFailed, K8sApiError) as error:
+        if params["events"] and waiter.events is None:
+            try:
+                waiter.collect_events()
+            except K8sApiError:
+                # The wait's own failure is the news; a missing event list must not hide it.
+                pass
+        module.fail_json(msg=str(error), **waiter.result())
+    return waiter.result()
+
+
+def main():
+    argument_spec = dict(
+        namespace=dict(type="str", required=True),
+        names=dict(type="list", elements="str"),
+        label_selectors=dict(type="list", elements="str"),
+        create=dict(type="list", elements="dict", default=[]),
+        delete=dict(type="list", elements="str", default=[]),
+        delete_matching=dict(type="bool", default=False),
+        warn_on_delete=dict(type="bool", default=False),
+        count=dict(type="int"),
+        condition=dict(type="str", required=True, choices=list(CONDITIONS)),
+        node=dict(type="str"),
+        timeout=dict(type="int", default=120),
+        grace_period=dict(type="int"),
+        fail_on_unschedulable=dict(type="bool", default=False),
+        fatal_reasons=dict(type="list", elements="str", default=list(DEFAULT_FATAL_REASONS)),
+        logs=dict(type="bool", default=False),
+        log_ready_pattern=dict(type="str"),
+        log_limit_bytes=dict(type="int", default=65536),
+        events=dict(type="bool", default=False),
+    )
+    module = k8s_module(argument_spec=argument_spec, supports_check_mode=True,
+                        required_one_of=[("names", "label_selectors")])
+    params = module.params
+    if params["delete_matching"] and not params["label_selectors"]:
+        module.fail_json(msg="delete_matching needs label_selectors: pod_wait does not delete a whole namespace")
+    if params["log_ready_pattern"]:
+        try:
+            re.compile(params["log_ready_pattern"])
+        except re.error as error:
+            module.fail_json(msg="log_ready_pattern is not a valid regular expression: {0}".format(error))
+    try:
+        api = core_v1_api(k8s_client(module))
+        module.exit_json(**run(module, api))
+    except K8sApiError as error:
+        module.fail_json(msg=str(error))
+
+
+if __name__ == "__main__":
+    main()

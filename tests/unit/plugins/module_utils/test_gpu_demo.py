@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The gpu_demo report helpers: evidence from demo pod logs, the free-unit timeline, pod lanes."""
+
+import pytest
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import (
+    demo_timeline,
+    free_units_timeline,
+    hold_evidence,
+    hold_summary,
+    merge_transitions,
+    pod_lanes,
+)
+
+UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
+SEED_LOG = (
+    "GPU 0: NVIDIA H20 (UUID: {0})\n"
+    "NVIDIA_DRIVER_CAPABILITIES=compute,utility\n"
+    "NVIDIA_VISIBLE_DEVICES={0}\n"
+    "{0}, 86016 MiB, 97871 MiB\n"
+    "gpuops: evidence complete\n"
+).format(UUID)
+
+
+def test_seed_log_evidence():
+    evidence = hold_evidence(SEED_LOG)
+    assert evidence["uuids"] == [UUID]
+    assert evidence["gpu_names"] == ["NVIDIA H20"]
+    assert evidence["visible_devices"]["mode"] == "list"
+    assert evidence["corroborated"] is True
+    assert evidence["memory"] == [{"uuid": UUID, "used_bytes": 86016 * 1024 * 1024,
+                                   "total_bytes": 97871 * 1024 * 1024, "used_mib": 86016, "total_mib": 97871}]
+
+
+@pytest.mark.parametrize("env_line,mode,corroborated", [
+    ("", "unset", None),
+    ("NVIDIA_VISIBLE_DEVICES=void\n", "void", None),
+    ("NVIDIA_VISIBLE_DEVICES=0\n", "list", True),
+    ("NVIDIA_VISIBLE_DEVICES=0,1\n", "list", False),
+    ("NVIDIA_VISIBLE_DEVICES=GPU-other\n", "list", False),
+    ("NVIDIA_VISIBLE_DEVICES=all\n", "all", None),
+])
+def test_visible_devices_forms(env_line, mode, corroborated):
+    evidence = hold_evidence("GPU 0: NVIDIA H20 (UUID: {0})\n{1}".format(UUID, env_line))
+    assert evidence["visible_devices"]["mode"] == mode
+    assert evidence["corroborated"] is corroborated
+
+
+def test_mig_units():
+    log = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaa)\n"
+           "  MIG 1g.10gb     Device  0: (UUID: MIG-111)\n")
+    summary = hold_summary([{"name": "h", "log": log}], {"h": 1})
+    assert summary["unit_uuids"] == ["MIG-111"]
+    assert summary["one_gpu_per_unit"] is True
+
+
+def _pod(name, uuid):
+    return {"name": name, "node_name": "prod102", "phase": "Running",
+            "log": "GPU 0: NVIDIA H20 (UUID: {0})\nNVIDIA_VISIBLE_DEVICES={0}\n".format(uuid)}
+
+
+def test_hold_summary_four_pods_four_gpus():
+    pods = [_pod("gpu-demo-hold-{0}".format(i), "GPU-{0}".format(i)) for i in range(4)]
+    summary = hold_summary(pods, {pod["name"]: 1 for pod in pods})
+    assert summary["one_gpu_per_unit"] is True
+    assert summary["distinct_uuids"] == ["GPU-0", "GPU-1", "GPU-2", "GPU-3"]
+    assert summary["visible_devices_modes"] == ["list"]
+
+
+def test_hold_summary_detects_a_shared_gpu_without_time_slicing():
+    pods = [_pod("a", "GPU-0"), _pod("b", "GPU-0")]
+    assert hold_summary(pods, {"a": 1, "b": 1})["one_gpu_per_unit"] is False
+    # with time-slicing replicas=4, two units on one GPU is what the device plugin does
+    assert hold_summary(pods, {"a": 1, "b": 1}, replicas=4)["one_gpu_per_unit"] is True
+
+
+def test_hold_summary_missing_pod_or_evidence():
+    assert hold_summary([_pod("a", "GPU-0")], {"a": 1, "b": 1})["one_gpu_per_unit"] is False
+    assert hold_summary([{"name": "a", "log": ""}], {"a": 1})["one_gpu_per_unit"] is False
+    assert hold_summary([], {})["one_gpu_per_unit"] is False
+
+
+def test_single_pod_with_all_units():
+    log = "".join("GPU {0}: NVIDIA H20 (UUID: GPU-{0})\n".format(i) for i in range(4))
+    summary = hold_summary([{"name": "gpu-demo-hold", "log": log}], {"gpu-demo-hold": 4})
+    assert summary["one_gpu_per_unit"] is True
+
+
+TRANSITIONS = {
+    "gpu-demo-hold": {"created": 100.0, "scheduled": 100.2, "running": 100.5, "deleting": 104.0, "deleted": 104.3},
+    "gpu-demo-queue": {"created": 102.0, "unschedulable": 102.1, "scheduled": 104.35, "running": 104.5,
+                       "succeeded": 104.6, "deleted": 105.0},
+}
+
+
+def test_free_units_follow_the_ledger():
+    steps = free_units_timeline(TRANSITIONS, 1, {"gpu-demo-hold": 1, "gpu-demo-queue": 1})
+    assert [(step["at"], step["free"]) for step in steps] == [(100.2, 0), (104.3, 1), (104.35, 0), (104.6, 1)]
+    assert steps[0]["holders"] == ["gpu-demo-hold"]
+
+
+def test_lanes():
+    lanes = pod_lanes(TRANSITIONS, 100.0, 106.0, order=["gpu-demo-hold"])
+    assert [lane["pod"] for lane in lanes] == ["gpu-demo-hold", "gpu-demo-queue"]
+    hold = lanes[0]["segments"]
+    assert [segment["state"] for segment in hold] == ["pending", "starting", "running", "terminating"]
+    assert hold[-1]["end"] == pytest.approx(4.3)
+    queue = lanes[1]["segments"]
+    assert [segment["state"] for segment in queue] == ["pending", "unschedulable", "starting", "running", "succeeded"]
+    assert lanes[1]["gone_at"] == pytest.approx(5.0)
+
+
+def test_merge_prefers_live_observations():
+    first = {"transitions": {"q": {"created": 100.0, "scheduled": 104.0}}, "exact": {"q": []}}
+    second = {"transitions": {"q": {"scheduled": 104.35, "succeeded": 104.6}}, "exact": {"q": ["scheduled"]}}
+    third = {"transitions": {"q": {"scheduled": 104.9}}, "exact": {"q": []}}
+    assert merge_transitions([first, second, third, None]) == {"q": {"created": 100.0, "scheduled": 104.35,
+                                                                    "succeeded": 104.6}}
+
+
+def test_demo_timeline():
+    timeline = demo_timeline([{"transitions": TRANSITIONS, "exact": {}}], 1,
+                             {"gpu-demo-hold": 1, "gpu-demo-queue": 1}, start=99.0, end=106.0)
+    assert timeline["span"] == 7.0
+    assert timeline["free"][0] == {"at": 0.0, "free": 1}
+    assert timeline["free"][1] == {"at": pytest.approx(1.2), "free": 0}
+    assert timeline["offsets"]["gpu-demo-queue"]["unschedulable"] == pytest.approx(3.1)
