@@ -93,6 +93,9 @@ def test_tarball_has_no_dev_files(tarball: Path) -> None:
     leaked = sorted(n for n in names for dev in DEV_PATHS if n == dev or n.startswith(dev + "/"))
     assert not leaked, f"development files in {tarball.name}: {leaked}"
     assert not [n for n in names if "__pycache__" in n.split("/") or n.endswith(".pyc")]
+    # Hidden files are caches and run-time state (.pytest_cache, .ansible, .sim-bench, ...), never content.
+    hidden = sorted(n for n in names if any(part.startswith(".") for part in n.split("/")))
+    assert not hidden, f"hidden files in {tarball.name} (add them to galaxy.yml build_ignore): {hidden[:20]}"
     for required in ("MANIFEST.json", "FILES.json", "meta/runtime.yml"):
         assert required in names
 
