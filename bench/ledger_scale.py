@@ -1,0 +1,154 @@
+"""Ledger at scale: gpu_ledger_facts over fleets of 100, 500 and 2,000 fake GPU nodes with 10 pods each.
+
+Runs in a cluster of its own (a second simulated cluster, torn down afterwards) so the thousands of
+objects never reach the default one. Each fleet is grown from the previous one; the module is then
+run for real (`ansible localhost -m gpuops.scheduling.gpu_ledger_facts`) and timed, and the same read
+is repeated in-process to measure peak memory and count HTTP requests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+BENCH_SIM_DIR = CHECKOUT / ".sim-bench"
+BENCH_PORT_OFFSET = "1000"
+PODS_PER_NODE = 10
+GPUS_PER_NODE = 8
+SCALES = (100, 500, 2000)
+
+
+def simctl(*args: str) -> None:
+    subprocess.run([sys.executable, str(CHECKOUT / "tests" / "sim" / "simctl.py"), *args], check=True, env=bench_env(),
+                   stdout=subprocess.DEVNULL)
+
+
+def bench_env() -> dict:
+    return {**os.environ, "GPUOPS_SIM_DIR": str(BENCH_SIM_DIR), "GPUOPS_SIM_PORT_OFFSET": BENCH_PORT_OFFSET}
+
+
+def node_body(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true",
+                                                  "nvidia.com/gpu.product": "NVIDIA-H20", "nvidia.com/gpu.count": str(GPUS_PER_NODE)}}}
+
+
+def node_status(name: str) -> dict:
+    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": str(GPUS_PER_NODE)}
+    return {"status": {"capacity": capacity, "allocatable": capacity,
+                       "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "bench"}]}}
+
+
+def pod_body(node: str, index: int) -> dict:
+    """Ten pods a node: two hold a GPU each, the rest are ordinary CPU pods (as on a busy GPU node)."""
+    resources = {"limits": {"nvidia.com/gpu": "1"}} if index < 2 else {"requests": {"cpu": "100m", "memory": "128Mi"}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{node}-pod-{index}", "namespace": "bench", "labels": {"app": "bench"}},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "bench:1", "resources": resources}]}}
+
+
+def grow(core, have: int, want: int) -> None:
+    names = [f"bench-gpu-{index:05d}" for index in range(have, want)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda name: core.create_node(node_body(name), _preload_content=False), names))
+        list(pool.map(lambda name: core.patch_node_status(name, node_status(name), _preload_content=False), names))
+        pods = [pod_body(name, index) for name in names for index in range(PODS_PER_NODE)]
+        list(pool.map(lambda pod: core.create_namespaced_pod("bench", pod, _preload_content=False), pods))
+
+
+def run_module(kubeconfig: str) -> dict:
+    """The module as users run it; returns its result and the task's duration from the json callback."""
+    started = time.monotonic()
+    out = subprocess.run([str(VENV_BIN / "ansible"), "localhost", "-m", "gpuops.scheduling.gpu_ledger_facts"],
+                         capture_output=True, text=True, check=True, cwd=CHECKOUT,
+                         env={**os.environ, "ANSIBLE_CONFIG": str(CHECKOUT / "ansible.cfg"), "K8S_AUTH_KUBECONFIG": kubeconfig,
+                              "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json"})
+    wall = time.monotonic() - started
+    task = json.loads(out.stdout)["plays"][0]["tasks"][0]
+    result = task["hosts"]["localhost"]
+    if result.get("failed"):
+        raise RuntimeError(result.get("msg"))
+    duration = task["task"]["duration"]
+    return {"result": result, "wall": wall, "task_seconds": _seconds(duration["start"], duration["end"])}
+
+
+def _seconds(start: str, end: str) -> float:
+    from datetime import datetime  # pylint: disable=import-outside-toplevel
+    layout = "%Y-%m-%dT%H:%M:%S.%fZ"
+    return (datetime.strptime(end, layout) - datetime.strptime(start, layout)).total_seconds()
+
+
+def in_process(kubeconfig: str) -> dict:
+    """The module's read and sums in this process: seconds, HTTP requests and peak Python memory."""
+    sys.path.insert(0, str(CHECKOUT / ".collections"))
+    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.scheduling.plugins.module_utils import _k8s_client, _ledger  # pylint: disable=import-outside-toplevel
+
+    api_client = config.new_client_from_config(config_file=kubeconfig)
+
+    class Connection:   # the two attributes CoreV1Reader uses of kubernetes.core's client
+        configuration = api_client.configuration
+        client = type("DynamicClient", (), {"client": api_client})()
+
+    tracemalloc.start()
+    started = time.perf_counter()
+    reader = _k8s_client.CoreV1Reader(Connection())
+    ledger = _ledger.read_ledger(reader)
+    seconds = time.perf_counter() - started
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"seconds": seconds, "calls": reader.calls, "requests": reader.requests, "peak_mib": peak / 2**20,
+            "nodes": len(ledger["nodes"])}
+
+
+def main(scales=SCALES, keep: bool = False) -> list:
+    rows = []
+    print("[bench] ledger at scale: starting a separate simulated cluster in .sim-bench", flush=True)
+    simctl("up")
+    try:
+        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+        kubeconfig = str(BENCH_SIM_DIR / "kubeconfig")
+        config.load_kube_config(config_file=kubeconfig)
+        core = client.CoreV1Api()
+        core.create_namespace({"metadata": {"name": "bench"}})
+        have = 0
+        for scale in scales:
+            started = time.monotonic()
+            grow(core, have, scale)
+            have = scale
+            print(f"[bench] {scale} nodes / {scale * PODS_PER_NODE} pods created in {time.monotonic() - started:.0f}s", flush=True)
+            runs = [run_module(kubeconfig) for _ in range(3)]
+            inner = [in_process(kubeconfig) for _ in range(3)]
+            gpu_nodes = [name for name in runs[0]["result"]["ledger"]["nodes"] if name.startswith("bench-gpu-")]
+            assert len(gpu_nodes) == scale, f"ledger saw {len(gpu_nodes)} of {scale} nodes"
+            rows.append({
+                "nodes": scale, "pods": scale * PODS_PER_NODE,
+                "module_task_s": statistics.median(r["task_seconds"] for r in runs),
+                "ansible_wall_s": statistics.median(r["wall"] for r in runs),
+                "read_and_sum_s": statistics.median(r["seconds"] for r in inner),
+                "list_calls": runs[0]["result"]["api_calls"], "http_requests": runs[0]["result"]["api_requests"],
+                "peak_mib": max(r["peak_mib"] for r in inner),
+            })
+            print(f"[bench] {rows[-1]}", flush=True)
+    finally:
+        if not keep:
+            simctl("down")
+    return rows
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", type=int, nargs="+", default=list(SCALES))
+    parser.add_argument("--keep", action="store_true", help="leave the bench cluster running (to profile it)")
+    options = parser.parse_args()
+    print(json.dumps(main(options.scales, options.keep), indent=2))
