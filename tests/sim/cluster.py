@@ -178,6 +178,7 @@ def start_process(sim: SimDir, name: str, argv: list[str], env: dict | None = No
                             start_new_session=True, env={**os.environ, **(env or {})})
     log.close()
     (sim.pids / f"{name}.pid").write_text(f"{proc.pid}\n")
+    (sim.pids / f"{name}.argv.json").write_text(json.dumps({"argv": argv, "env": env or {}}))
     return proc.pid
 
 

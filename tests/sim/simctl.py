@@ -5,6 +5,7 @@
   simctl.py down                        stop every process started here, by pid; no listener remains
   simctl.py topology NAME|FILE          reset nodes and pods to another topology (cluster stays up)
   simctl.py vllm ok|503|slow|down       switch the fake vLLM's behaviour
+  simctl.py restart COMPONENT [--pause S]  stop a component (e.g. kube-apiserver), wait S seconds, start it
   simctl.py env                         print .sim/env.json (kubeconfig, URLs) for scripts
 
 GPUOPS_SIM_DIR / GPUOPS_SIM_PORT_OFFSET run a second, independent cluster beside the default one.
@@ -256,6 +257,20 @@ def reset_topology(sim: cluster.SimDir, topology_name: str) -> None:
     say(f"topology {topology_file.name} ready in {time.monotonic() - started:.1f}s")
 
 
+def restart(sim: cluster.SimDir, component: str, pause: float) -> None:
+    """A control-plane fault for tests: the component is gone for `pause` seconds, then back."""
+    saved = sim.pids / f"{component}.argv.json"
+    if not saved.exists():
+        raise SystemExit(f"[sim] {component} was not started by this sim")
+    cluster.stop_process(sim, component, grace=2)
+    time.sleep(pause)
+    argv = json.loads(saved.read_text())
+    cluster.start_process(sim, component, argv["argv"], argv["env"])
+    if component == "kube-apiserver":
+        check_alive(sim, ("kube-apiserver",), lambda: cluster.api_ready(sim), 60, "kube-apiserver /readyz")
+    say(f"{component} restarted after {pause:.1f}s away")
+
+
 def _ignore_missing(call, *args, **kwargs) -> None:
     from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
     try:
@@ -274,6 +289,9 @@ def main(argv: list) -> int:
     sub.add_parser("env")
     sub.add_parser("topology").add_argument("name")
     sub.add_parser("vllm").add_argument("mode", choices=["ok", "503", "slow", "down"])
+    restart_parser = sub.add_parser("restart")
+    restart_parser.add_argument("component", choices=ALL_COMPONENTS)
+    restart_parser.add_argument("--pause", type=float, default=0.0)
     args = parser.parse_args(argv)
     sim = cluster.SimDir()
     if args.command == "up":
@@ -286,6 +304,8 @@ def main(argv: list) -> int:
         print(sim.env_file.read_text() if sim.env_file.exists() else "{}")
     elif args.command == "topology":
         reset_topology(sim, args.name)
+    elif args.command == "restart":
+        restart(sim, args.component, args.pause)
     elif args.command == "vllm":
         ensure_vllm(sim, args.mode)
         say(f"fake vLLM mode: {args.mode}")
