@@ -28,7 +28,7 @@ description:
   - Changes nothing. Compare the result with the scheduler's ledger with the
     P(gpuops.scheduling.gpu_reconcile#filter) filter.
 author:
-  - gpuops developers
+  - gpuops developers (@gpuops)
 requirements:
   - An NVIDIA driver on the node.
   - C(nvidia-ml-py) (C(pynvml)) for O(source=nvml); otherwise C(nvidia-smi).

@@ -24,34 +24,62 @@ CID = "3f2a0c5d8e7b6a594837261504f3e2d1c0b9a8f7e6d5c4b3a2918070605040302"[:64]
     [
         pytest.param(
             "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/cri-containerd-%s.scope\n" % (UID_, CID),
-            UID, CID, "containerd", "besteffort", id="v2-systemd-containerd-besteffort",
+            UID,
+            CID,
+            "containerd",
+            "besteffort",
+            id="v2-systemd-containerd-besteffort",
         ),
         pytest.param(
             "0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope\n" % (UID_, CID),
-            UID, CID, "containerd", "guaranteed", id="v2-systemd-containerd-guaranteed",
+            UID,
+            CID,
+            "containerd",
+            "guaranteed",
+            id="v2-systemd-containerd-guaranteed",
         ),
         pytest.param(
             "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/crio-%s.scope\n" % (UID_, CID),
-            UID, CID, "cri-o", "burstable", id="v2-systemd-crio",
+            UID,
+            CID,
+            "cri-o",
+            "burstable",
+            id="v2-systemd-crio",
         ),
         pytest.param(
             "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/crio-conmon-%s.scope\n" % (UID_, CID),
-            UID, CID, "cri-o", "burstable", id="v2-systemd-crio-conmon",
+            UID,
+            CID,
+            "cri-o",
+            "burstable",
+            id="v2-systemd-crio-conmon",
         ),
         pytest.param(
             "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/docker-%s.scope\n" % (UID_, CID),
-            UID, CID, "docker", "besteffort", id="v2-systemd-docker",
+            UID,
+            CID,
+            "docker",
+            "besteffort",
+            id="v2-systemd-docker",
         ),
         pytest.param(
             "12:pids:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{u}.slice/cri-containerd-{c}.scope\n"
             "11:memory:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{u}.slice/cri-containerd-{c}.scope\n"
             "1:name=systemd:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{u}.slice/cri-containerd-{c}.scope\n"
             "0::/\n".format(u=UID_, c=CID),
-            UID, CID, "containerd", "burstable", id="v1-systemd-containerd",
+            UID,
+            CID,
+            "containerd",
+            "burstable",
+            id="v1-systemd-containerd",
         ),
         pytest.param(
             "11:memory:/kubepods/burstable/pod%s/%s\n10:cpu,cpuacct:/kubepods/burstable/pod%s/%s\n" % (UID, CID, UID, CID),
-            UID, CID, None, "burstable", id="v1-cgroupfs-containerd-or-docker",
+            UID,
+            CID,
+            None,
+            "burstable",
+            id="v1-cgroupfs-containerd-or-docker",
         ),
         pytest.param("4:devices:/kubepods/pod%s/%s\n" % (UID, CID), UID, CID, None, "guaranteed", id="v1-cgroupfs-guaranteed"),
         pytest.param("4:devices:/kubepods/besteffort/pod%s/crio-%s\n" % (UID, CID), UID, CID, "cri-o", "besteffort", id="v1-cgroupfs-crio"),
@@ -59,19 +87,35 @@ CID = "3f2a0c5d8e7b6a594837261504f3e2d1c0b9a8f7e6d5c4b3a2918070605040302"[:64]
         pytest.param(
             "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod%s.slice/cri-containerd-%s.scope\n"
             % (UID_, CID),
-            UID, CID, "containerd", "besteffort", id="v2-kind-nested",
+            UID,
+            CID,
+            "containerd",
+            "besteffort",
+            id="v2-kind-nested",
         ),
         pytest.param(
             "0::/../../kubepods-besteffort-pod%s.slice/cri-containerd-%s.scope\n" % (UID_, CID),
-            UID, CID, "containerd", "besteffort", id="v2-seen-from-another-cgroup-namespace",
+            UID,
+            CID,
+            "containerd",
+            "besteffort",
+            id="v2-seen-from-another-cgroup-namespace",
         ),
         pytest.param(
             "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/cri-containerd-%s.scope\n" % (STATIC_UID, CID),
-            STATIC_UID, CID, "containerd", "burstable", id="v2-static-pod",
+            STATIC_UID,
+            CID,
+            "containerd",
+            "burstable",
+            id="v2-static-pod",
         ),
         pytest.param(
             "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice\n" % UID_,
-            UID, None, None, "besteffort", id="v2-pod-cgroup-without-container",
+            UID,
+            None,
+            None,
+            "besteffort",
+            id="v2-pod-cgroup-without-container",
         ),
     ],
 )
@@ -85,16 +129,27 @@ def test_pod_processes(text, uid, container_id, runtime, qos):
 @pytest.mark.parametrize(
     "text, container_id, runtime, path",
     [
-        pytest.param("0::/process_api/3f64b9d5cf60dfb3aefc97a8d9e548a3\n", None, None, "/process_api/3f64b9d5cf60dfb3aefc97a8d9e548a3",
-                     id="real-h200-host-python"),
+        pytest.param(
+            "0::/process_api/3f64b9d5cf60dfb3aefc97a8d9e548a3\n", None, None, "/process_api/3f64b9d5cf60dfb3aefc97a8d9e548a3", id="real-h200-host-python"
+        ),
         pytest.param("0::/system.slice/ollama.service\n", None, None, "/system.slice/ollama.service", id="v2-systemd-service"),
         pytest.param("0::/user.slice/user-1000.slice/session-3.scope\n", None, None, "/user.slice/user-1000.slice/session-3.scope", id="v2-login-session"),
-        pytest.param("12:memory:/user.slice\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n0::/user.slice/user-1000.slice/session-3.scope\n",
-                     None, None, "/user.slice/user-1000.slice/session-3.scope", id="v1-hybrid-host"),
+        pytest.param(
+            "12:memory:/user.slice\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n0::/user.slice/user-1000.slice/session-3.scope\n",
+            None,
+            None,
+            "/user.slice/user-1000.slice/session-3.scope",
+            id="v1-hybrid-host",
+        ),
         pytest.param("0::/system.slice/docker-%s.scope\n" % CID, CID, "docker", "/system.slice/docker-%s.scope" % CID, id="v2-docker-run-outside-kubernetes"),
         pytest.param("12:memory:/docker/%s\n" % CID, CID, "docker", "/docker/%s" % CID, id="v1-cgroupfs-docker-run"),
-        pytest.param("0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-%s.scope\n" % CID, CID, "podman",
-                     "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-%s.scope" % CID, id="v2-podman"),
+        pytest.param(
+            "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-%s.scope\n" % CID,
+            CID,
+            "podman",
+            "/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-%s.scope" % CID,
+            id="v2-podman",
+        ),
         pytest.param("0::/something/pod%s/x\n" % UID, None, None, "/something/pod%s/x" % UID, id="pod-like-name-outside-kubepods"),
     ],
 )
@@ -220,7 +275,11 @@ def test_read_process_host(tmp_path):
 
 def test_read_process_that_exited(tmp_path):
     seen = _cgroup.read_process(4242, "python3", str(tmp_path / "proc"))
-    assert seen == {"comm": None, "cmdline": None, "kubernetes": {"kind": "unreadable", "reason": "cannot read %s/proc/4242/cgroup: the process has exited" % tmp_path}}
+    assert seen == {
+        "comm": None,
+        "cmdline": None,
+        "kubernetes": {"kind": "unreadable", "reason": "cannot read %s/proc/4242/cgroup: the process has exited" % tmp_path},
+    }
 
 
 def test_read_process_without_permission(tmp_path, monkeypatch):

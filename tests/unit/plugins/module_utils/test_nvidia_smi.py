@@ -114,9 +114,7 @@ def test_query_apps_real_h200_keys_follow_the_query_fields():
     text = read(H200 / "smi-query-apps.csv")
     # The header says used_gpu_memory although the query asked used_memory.
     assert smi.parse_query_csv(text)[0]["used_gpu_memory"] == 6242 * MIB
-    assert smi.parse_query_csv(text, smi.APPS_QUERY_FIELDS) == [
-        {"pid": 418, "process_name": "python3", "used_memory": 6242 * MIB, "gpu_uuid": H200_UUID}
-    ]
+    assert smi.parse_query_csv(text, smi.APPS_QUERY_FIELDS) == [{"pid": 418, "process_name": "python3", "used_memory": 6242 * MIB, "gpu_uuid": H200_UUID}]
 
 
 def test_query_noheader_nounits_needs_fields():
@@ -205,9 +203,7 @@ def test_nvidia_smi_reader_on_the_real_h200_output():
             "mig_devices": [],
         }
     ]
-    assert inventory["processes"] == [
-        {"pid": 418, "name": "python3", "gpu_uuid": H200_UUID, "gpu_index": 0, "mig_uuid": None, "used_memory_bytes": 6242 * MIB}
-    ]
+    assert inventory["processes"] == [{"pid": 418, "name": "python3", "gpu_uuid": H200_UUID, "gpu_index": 0, "mig_uuid": None, "used_memory_bytes": 6242 * MIB}]
     assert [call[1] for call in run.calls] == ["--query-gpu=" + ",".join(smi.GPU_QUERY_FIELDS), "--query-compute-apps=pid,process_name,used_memory,gpu_uuid"]
 
 
@@ -331,9 +327,7 @@ def test_nvml_reader_h200_like_the_fixture():
     gpu = inventory["gpus"][0]
     # v2 memory information: the same "used" as nvidia-smi, without the driver's reservation.
     assert (gpu["memory_used_bytes"], gpu["memory_total_bytes"], gpu["mig_mode"]) == (6251 * MIB, 143771 * MIB, "disabled")
-    assert inventory["processes"] == [
-        {"pid": 418, "name": "python3", "gpu_uuid": H200_UUID, "gpu_index": 0, "mig_uuid": None, "used_memory_bytes": 6242 * MIB}
-    ]
+    assert inventory["processes"] == [{"pid": 418, "name": "python3", "gpu_uuid": H200_UUID, "gpu_index": 0, "mig_uuid": None, "used_memory_bytes": 6242 * MIB}]
 
 
 def test_nvml_reader_falls_back_to_v1_memory_on_old_bindings():
@@ -343,17 +337,31 @@ def test_nvml_reader_falls_back_to_v1_memory_on_old_bindings():
 
 
 def test_nvml_reader_mig_devices_and_their_processes():
-    mig_0 = {"uuid": "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f", "name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb", "total": 19968 * MIB, "used_v2": 8000 * MIB,
-             "processes": [(5001, 7900 * MIB)]}
-    mig_2 = {"uuid": "MIG-1a2b3c4d-5e6f-5a7b-8c9d-0e1f2a3b4c5d", "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "total": 4864 * MIB, "used_v2": 0,
-             "processes": []}
-    gpu_0 = {"uuid": A100_0, "name": "NVIDIA A100-SXM4-40GB", "total": 40960 * MIB, "used_v2": 8012 * MIB, "mig": True,
-             "mig_devices": {0: mig_0, 2: mig_2}, "processes": [(5001, None)]}
+    mig_0 = {
+        "uuid": "MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f",
+        "name": "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
+        "total": 19968 * MIB,
+        "used_v2": 8000 * MIB,
+        "processes": [(5001, 7900 * MIB)],
+    }
+    mig_2 = {"uuid": "MIG-1a2b3c4d-5e6f-5a7b-8c9d-0e1f2a3b4c5d", "name": "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "total": 4864 * MIB, "used_v2": 0, "processes": []}
+    gpu_0 = {
+        "uuid": A100_0,
+        "name": "NVIDIA A100-SXM4-40GB",
+        "total": 40960 * MIB,
+        "used_v2": 8012 * MIB,
+        "mig": True,
+        "mig_devices": {0: mig_0, 2: mig_2},
+        "processes": [(5001, None)],
+    }
     gpu_1 = {"uuid": A100_1, "name": "NVIDIA A100-SXM4-40GB", "total": 40960 * MIB, "used_v2": 0, "util": 3}
     inventory = smi.read_with_nvml(FakeNvml([gpu_0, gpu_1], names={5001: "/usr/bin/python3"}))
     first, second = inventory["gpus"]
     assert first["mig_mode"] == "enabled" and first["utilization_gpu_percent"] is None
-    assert [(mig["index"], mig["profile"], mig["memory_total_bytes"]) for mig in first["mig_devices"]] == [(0, "3g.20gb", 19968 * MIB), (2, "1g.5gb", 4864 * MIB)]
+    assert [(mig["index"], mig["profile"], mig["memory_total_bytes"]) for mig in first["mig_devices"]] == [
+        (0, "3g.20gb", 19968 * MIB),
+        (2, "1g.5gb", 4864 * MIB),
+    ]
     assert second["mig_mode"] is None and second["utilization_gpu_percent"] == 3
     # The MIG device's answer (with its memory) replaces the parent's for the same pid.
     assert inventory["processes"] == [

@@ -24,12 +24,38 @@ LIST_BYTES = bytes.fromhex((FIXTURES / "list-v1.hex").read_text().strip())
 SHARED = "GPU-9b1e7c3d-2f4a-4b6c-8d0e-1a2b3c4d5e6f"
 H20 = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
 EXPECTED = [
-    {"pod_uid": None, "namespace": "gpu-operator", "pod_name": "gpu-demo-hold", "container_name": "hold", "resource_name": "nvidia.com/gpu", "device_ids": [H20]},
-    {"pod_uid": None, "namespace": "ml", "pod_name": "trainer-0", "container_name": "trainer", "resource_name": "nvidia.com/gpu",
-     "device_ids": [SHARED + "::0", SHARED + "::3"]},
-    {"pod_uid": None, "namespace": "ml", "pod_name": "trainer-0", "container_name": "trainer", "resource_name": "nvidia.com/mig-1g.10gb",
-     "device_ids": ["MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"]},
-    {"pod_uid": None, "namespace": "ml", "pod_name": "trainer-0", "container_name": "trainer", "resource_name": "example.com/nic", "device_ids": ["0000:3b:00.2"]},
+    {
+        "pod_uid": None,
+        "namespace": "gpu-operator",
+        "pod_name": "gpu-demo-hold",
+        "container_name": "hold",
+        "resource_name": "nvidia.com/gpu",
+        "device_ids": [H20],
+    },
+    {
+        "pod_uid": None,
+        "namespace": "ml",
+        "pod_name": "trainer-0",
+        "container_name": "trainer",
+        "resource_name": "nvidia.com/gpu",
+        "device_ids": [SHARED + "::0", SHARED + "::3"],
+    },
+    {
+        "pod_uid": None,
+        "namespace": "ml",
+        "pod_name": "trainer-0",
+        "container_name": "trainer",
+        "resource_name": "nvidia.com/mig-1g.10gb",
+        "device_ids": ["MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"],
+    },
+    {
+        "pod_uid": None,
+        "namespace": "ml",
+        "pod_name": "trainer-0",
+        "container_name": "trainer",
+        "resource_name": "example.com/nic",
+        "device_ids": ["0000:3b:00.2"],
+    },
 ]
 
 
@@ -63,11 +89,23 @@ def test_grpc_message_framing():
 def test_checkpoint_with_numa_nodes():
     allocations = pr.parse_checkpoint((FIXTURES / "checkpoint-numa.json").read_text())
     assert allocations == [
-        {"pod_uid": "7d3c1f7a-5a8e-4d8e-9a51-0c1b2e3f4a5b", "namespace": None, "pod_name": None, "container_name": "hold",
-         "resource_name": "nvidia.com/gpu", "device_ids": [H20]},
+        {
+            "pod_uid": "7d3c1f7a-5a8e-4d8e-9a51-0c1b2e3f4a5b",
+            "namespace": None,
+            "pod_name": None,
+            "container_name": "hold",
+            "resource_name": "nvidia.com/gpu",
+            "device_ids": [H20],
+        },
         # NUMA nodes in order, whatever the JSON's order.
-        {"pod_uid": "c2b7e0f4-9d3a-4f6b-8e1c-2a3b4c5d6e7f", "namespace": None, "pod_name": None, "container_name": "trainer",
-         "resource_name": "nvidia.com/gpu", "device_ids": [SHARED + "::0", SHARED + "::1"]},
+        {
+            "pod_uid": "c2b7e0f4-9d3a-4f6b-8e1c-2a3b4c5d6e7f",
+            "namespace": None,
+            "pod_name": None,
+            "container_name": "trainer",
+            "resource_name": "nvidia.com/gpu",
+            "device_ids": [SHARED + "::0", SHARED + "::1"],
+        },
     ]
 
 
@@ -113,7 +151,7 @@ class ScriptedServer:
         self.thread.start()
 
     def _serve(self):
-        connection, _ = self.listener.accept()
+        connection = self.listener.accept()[0]
         with connection:
             connection.settimeout(5)
             # Read up to the request's DATA frame (END_STREAM on stream 1).

@@ -13,8 +13,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.scheduling.plugins.filter import reconcile as reconcile_filter
 from ansible_collections.gpuops.scheduling.plugins.module_utils._reconcile import ledger_holders, reconcile
 
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 H20 = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
 H20_1 = "GPU-9b1e7c3d-2f4a-4b6c-8d0e-1a2b3c4d5e6f"
 A100 = "GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77"
@@ -45,8 +45,14 @@ def host_process(pid, gpu_uuid, used, name="python3"):
 
 
 def unreadable_process(pid, gpu_uuid, used):
-    return {"pid": pid, "name": "python", "gpu_uuid": gpu_uuid, "mig_uuid": None, "used_memory_bytes": used,
-            "kubernetes": {"kind": "unreadable", "reason": "cannot read /proc/%d/cgroup: permission denied" % pid}}
+    return {
+        "pid": pid,
+        "name": "python",
+        "gpu_uuid": gpu_uuid,
+        "mig_uuid": None,
+        "used_memory_bytes": used,
+        "kubernetes": {"kind": "unreadable", "reason": "cannot read /proc/%d/cgroup: permission denied" % pid},
+    }
 
 
 def api_allocation(namespace, pod_name, *device_ids, resource="nvidia.com/gpu"):
@@ -62,7 +68,10 @@ def facts(gpus, processes, allocations=(), source="pod-resources-http2", errors=
 
 
 def ledger(requested=0, holders=(), allocatable=1, resource="nvidia.com/gpu"):
-    return {"name": "prod102", "resources": {resource: {"allocatable": allocatable, "requested": requested, "free": allocatable - requested, "holders": list(holders)}}}
+    return {
+        "name": "prod102",
+        "resources": {resource: {"allocatable": allocatable, "requested": requested, "free": allocatable - requested, "holders": list(holders)}},
+    }
 
 
 def users(gpu_report, klass):
@@ -84,7 +93,11 @@ def test_seed_before_the_demo_free_gpu_used_by_an_out_of_ledger_pod():
     ]
     assert report["warning"] == result["warnings"][0]
     assert result["summary"] == {
-        "gpus": 1, "allocated": 0, "free": 1, "unknown": 0, "free_but_in_use": 1,
+        "gpus": 1,
+        "allocated": 0,
+        "free": 1,
+        "unknown": 0,
+        "free_but_in_use": 1,
         "memory_bytes": {"in_ledger": 0, "out_of_ledger_pod": 81 * GIB, "host": 0, "unidentified": 0},
         "out_of_ledger_bytes": 81 * GIB,
     }
@@ -100,8 +113,15 @@ def test_seed_while_the_hold_pod_holds_the_gpu():
     (report,) = result["gpus"]
     assert report["ledger_state"] == "allocated"
     assert report["ledger_pods"] == [
-        {"namespace": "gpu-operator", "name": "gpu-demo-hold", "pod_uid": None, "resource_name": "nvidia.com/gpu",
-         "container_names": ["main"], "device_ids": [H20], "in_ledger_holders": True}
+        {
+            "namespace": "gpu-operator",
+            "name": "gpu-demo-hold",
+            "pod_uid": None,
+            "resource_name": "nvidia.com/gpu",
+            "container_names": ["main"],
+            "device_ids": [H20],
+            "in_ledger_holders": True,
+        }
     ]
     # vLLM is still on the card the ledger gave to the hold pod: out of the ledger, but no "free" warning.
     assert users(report, "out_of_ledger_pod") == [2811]
@@ -109,7 +129,11 @@ def test_seed_while_the_hold_pod_holds_the_gpu():
 
 
 def test_hold_pod_process_is_in_ledger():
-    node = facts([gpu(H20, used=1 * GIB)], [pod_process(77, H20, 1 * GIB, HOLD_UID, "gpu-operator", "gpu-demo-hold")], [api_allocation("gpu-operator", "gpu-demo-hold", H20)])
+    node = facts(
+        [gpu(H20, used=1 * GIB)],
+        [pod_process(77, H20, 1 * GIB, HOLD_UID, "gpu-operator", "gpu-demo-hold")],
+        [api_allocation("gpu-operator", "gpu-demo-hold", H20)],
+    )
     report = reconcile(node, ledger(requested=1, holders=[{"namespace": "gpu-operator", "name": "gpu-demo-hold", "units": 1}]))["gpus"][0]
     assert users(report, "in_ledger") == [77] and report["memory_bytes"]["in_ledger"] == 1 * GIB
 
@@ -166,7 +190,9 @@ def test_mig_device_allocation_marks_its_parent_gpu():
         [pod_process(5001, A100, 7 * GIB, TRAINER_UID, "ml", "trainer-0", mig_uuid=MIG_3G)],
         [api_allocation("ml", "trainer-0", MIG_3G, resource="nvidia.com/mig-3g.20gb")],
     )
-    report = reconcile(node, ledger(requested=1, allocatable=2, resource="nvidia.com/mig-3g.20gb", holders=[{"namespace": "ml", "name": "trainer-0", "units": 1}]))["gpus"][0]
+    report = reconcile(
+        node, ledger(requested=1, allocatable=2, resource="nvidia.com/mig-3g.20gb", holders=[{"namespace": "ml", "name": "trainer-0", "units": 1}])
+    )["gpus"][0]
     assert report["ledger_state"] == "allocated" and report["ledger_pods"][0]["device_ids"] == [MIG_3G]
     assert users(report, "in_ledger") == [5001] and report["users"]["in_ledger"][0]["mig_uuid"] == MIG_3G
 
@@ -175,7 +201,10 @@ def test_r450_mig_uuid_and_shared_replicas_resolve_to_the_gpu():
     node = facts(
         [gpu(A100, 0), gpu(H20_1, 1)],
         [],
-        [api_allocation("ml", "a", "MIG-%s/1/0" % A100, resource="nvidia.com/mig-3g.20gb"), api_allocation("ml", "b", H20_1 + "::0", H20_1 + "::3", resource="nvidia.com/gpu.shared")],
+        [
+            api_allocation("ml", "a", "MIG-%s/1/0" % A100, resource="nvidia.com/mig-3g.20gb"),
+            api_allocation("ml", "b", H20_1 + "::0", H20_1 + "::3", resource="nvidia.com/gpu.shared"),
+        ],
     )
     first, second = reconcile(node)["gpus"]
     assert first["ledger_state"] == "allocated" and second["ledger_state"] == "allocated"
@@ -211,7 +240,11 @@ def test_no_allocation_source_and_an_idle_ledger_still_finds_the_free_gpu_in_use
 def test_no_allocation_source_with_units_requested_falls_back_to_the_ledger_holders():
     node = facts(
         [gpu(H20, used=10 * GIB)],
-        [pod_process(1, H20, 5 * GIB, HOLD_UID, "gpu-operator", "gpu-demo-hold"), pod_process(2, H20, 5 * GIB, VLLM_UID, "ai", "vllm-0"), pod_process(3, H20, 0, TRAINER_UID)],
+        [
+            pod_process(1, H20, 5 * GIB, HOLD_UID, "gpu-operator", "gpu-demo-hold"),
+            pod_process(2, H20, 5 * GIB, VLLM_UID, "ai", "vllm-0"),
+            pod_process(3, H20, 0, TRAINER_UID),
+        ],
         source="none",
     )
     hold_ledger = ledger(requested=1, holders=[{"namespace": "gpu-operator", "pod_name": "gpu-demo-hold", "units": 1}])

@@ -41,7 +41,7 @@ def fake_nvidia_smi(tmp_path, gpu_csv=H200_GPU_CSV, apps_csv=None, exit_code=0, 
         'case "$1" in\n'
         "  --query-gpu=*) cat '%s/gpu.csv' ;;\n"
         "  --query-compute-apps=*) cat '%s/apps.csv' ;;\n"
-        "  *) echo \"unexpected $*\" >&2; exit 2 ;;\n"
+        '  *) echo "unexpected $*" >&2; exit 2 ;;\n'
         "esac\n" % (exit_code, tmp_path, exit_code, tmp_path, tmp_path)
     )
     script.chmod(0o755)
@@ -189,7 +189,9 @@ def test_auto_when_nvml_fails_uses_nvidia_smi_and_says_so(node, capsys, monkeypa
     monkeypatch.setattr(gpu_process_facts, "pynvml", FakeNvml(init_error=FakeNvml.NVML_ERROR_LIBRARY_NOT_FOUND))
     result = run_module(node, capsys)
     assert result["ansible_facts"]["gpu_process_facts"]["source"] == "nvidia-smi"
-    assert warnings == ["NVML failed, nvidia-smi answered instead: NVML initialisation failed: the NVIDIA driver is not loaded or libnvidia-ml is missing (NVML error 12)"]
+    assert warnings == [
+        "NVML failed, nvidia-smi answered instead: NVML initialisation failed: the NVIDIA driver is not loaded or libnvidia-ml is missing (NVML error 12)"
+    ]
 
 
 def test_nvml_requested_but_not_installed(node, capsys):
@@ -227,7 +229,10 @@ def test_check_mode_reads_the_same(node, capsys):
 def test_pod_process_with_checkpoint_allocation(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(gpu_process_facts, "pynvml", None)
     monkeypatch.setattr(gpu_process_facts, "grpc", None)
-    cgroup = "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/cri-containerd-%s.scope\n" % (POD_UID.replace("-", "_"), CONTAINER_ID)
+    cgroup = "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/cri-containerd-%s.scope\n" % (
+        POD_UID.replace("-", "_"),
+        CONTAINER_ID,
+    )
     proc_root = fake_proc(tmp_path, 2811, cgroup, cmdline="python3\0-m\0vllm.entrypoints.openai.api_server\0")
     bundle = tmp_path / "run/containerd/io.containerd.runtime.v2.task/k8s.io" / CONTAINER_ID
     bundle.mkdir(parents=True)
@@ -252,5 +257,11 @@ def test_pod_process_with_checkpoint_allocation(tmp_path, capsys, monkeypatch):
     facts = run_module(args, capsys)["ansible_facts"]["gpu_process_facts"]
     assert [gpu["uuid"] for gpu in facts["gpus"]] == [H20_UUID, "GPU-9b1e7c3d-2f4a-4b6c-8d0e-1a2b3c4d5e6f"]
     identity = facts["processes"][0]["kubernetes"]
-    assert (identity["kind"], identity["pod_uid"], identity["runtime"], identity["namespace"], identity["pod_name"]) == ("pod", POD_UID, "containerd", "ai", "vllm-0")
+    assert (identity["kind"], identity["pod_uid"], identity["runtime"], identity["namespace"], identity["pod_name"]) == (
+        "pod",
+        POD_UID,
+        "containerd",
+        "ai",
+        "vllm-0",
+    )
     assert facts["allocations"]["source"] == "checkpoint" and len(facts["allocations"]["allocations"]) == 2
