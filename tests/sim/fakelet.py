@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import http.server
 import json
 import logging
@@ -33,6 +34,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import zlib
 from pathlib import Path
 
 from kubernetes import client, config, watch
@@ -184,6 +186,59 @@ class FakeKubelet:
             except Exception:  # pylint: disable=broad-except  # keep beating through API restarts
                 LOG.exception("heartbeat failed")
 
+    def write_node_views(self) -> None:
+        """What tools running ON each node would read: nvidia-smi, /proc/<pid>/cgroup, the device checkpoint.
+
+        Lets node-side modules (gpu_process_facts) run against a fake node by pointing their
+        nvidia_smi_path / proc_root / checkpoint_path options at .sim/run/nodes/<node>/.
+        """
+        uids = {}
+        for spec in self.topology.get("pods") or []:
+            try:
+                pod = self.core.read_namespaced_pod(spec["name"], spec.get("namespace", "default"))
+                uids[f"{pod.metadata.namespace}/{pod.metadata.name}"] = pod.metadata.uid
+            except ApiException:
+                continue
+        for name, gpus in self.gpus.items():
+            root = self.state_dir / "nodes" / name
+            (root / "bin").mkdir(parents=True, exist_ok=True)
+            everything = json.dumps([{"gpu": gpu.index, "mig": None} for gpu in gpus.gpus] if gpus else [])
+            wrapper = root / "bin" / "nvidia-smi"
+            wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_NVIDIA_SMI))} "
+                               f"--node-state {shlex.quote(str(self.state_dir / 'nodes' / (name + '.json')))} "
+                               f"--visible {shlex.quote(everything)} \"$@\"\n")
+            wrapper.chmod(0o755)
+            for process in (gpus.processes if gpus else []):
+                proc_dir = root / "proc" / str(process["pid"])
+                proc_dir.mkdir(parents=True, exist_ok=True)
+                uid = uids.get(process.get("pod", ""))
+                if uid:
+                    container = hashlib.sha256(f"{uid}/{process['pid']}".encode()).hexdigest()
+                    cgroup = (f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid.replace('-', '_')}.slice/"
+                              f"cri-containerd-{container}.scope")
+                else:
+                    cgroup = f"0::/system.slice/{process.get('unit', 'gpu-workload.service')}"
+                (proc_dir / "cgroup").write_text(cgroup + "\n")
+                cmdline = process.get("cmdline", process["name"])
+                (proc_dir / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
+                (proc_dir / "comm").write_text(process["name"].rsplit("/", 1)[-1][:15] + "\n")
+            self.write_checkpoint(name)
+
+    def write_checkpoint(self, node_name: str) -> None:
+        """The kubelet device manager's checkpoint: which pod's container holds which device IDs."""
+        gpus = self.gpus[node_name]
+        entries = []
+        for run in self.runs.values():
+            if run.node == node_name and run.devices:
+                container = run.pod["spec"]["containers"][0]["name"]
+                entries.append({"PodUID": run.uid, "ContainerName": container, "ResourceName": gpus.resource,
+                                "DeviceIDs": {"0": [device["id"] for device in run.devices]}, "AllocResp": ""})
+        registered = {gpus.resource: [unit["id"] for unit in gpus.units]} if gpus else {}
+        path = self.state_dir / "nodes" / node_name / "kubelet_internal_checkpoint"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"PodDeviceEntries": entries, "RegisteredDevices": registered}
+        path.write_text(json.dumps({"Data": data, "Checksum": zlib.crc32(json.dumps(data).encode())}))
+
     def _write_node_gpu_state(self, node_name: str) -> None:
         """The node's GPUs as the fake nvidia-smi reads them: cards, memory in use, processes."""
         gpus = self.gpus[node_name]
@@ -325,6 +380,8 @@ class FakeKubelet:
             devices = self._pick(free, wanted, gpus)
         run = PodRun(pod, node, devices)
         self.runs[run.uid] = run
+        if devices:
+            self.write_checkpoint(node)
         self.pod_ip_counter += 1
         run.pod_ip = f"10.244.0.{self.pod_ip_counter % 250 + 2}"   # status data only, never a destination
         self.start_next(run)
@@ -528,7 +585,9 @@ class FakeKubelet:
 
     def _release(self, run: PodRun) -> None:
         """A terminated pod's devices go back to the plugin (the ledger also drops it: phase is terminal)."""
-        run.devices = []
+        if run.devices:
+            run.devices = []
+            self.write_checkpoint(run.node)
 
     # --- status ---------------------------------------------------------------------------------
 
@@ -760,6 +819,7 @@ def main() -> None:
     threading.Thread(target=kubelet.monitor_loop, daemon=True).start()
     threading.Thread(target=kubelet.watch_pods, daemon=True).start()
     kubelet.seed_pods()
+    kubelet.write_node_views()
     LOG.info("fakelet ready: %d node(s), kubelet API on 127.0.0.1:%d", len(kubelet.nodes), args.port)
     while True:
         time.sleep(3600)
