@@ -270,7 +270,7 @@ ansible_facts:
               sample:
                 kind: pod
                 pod_uid: 0f5e6a8c-1234-4b7e-9a9a-1234567890ab
-                container_id: 3f2a0c5d8e7b6a594837261504f3e2d1c0b9a8f7e6d5c4b3a2918070605040302
+                container_id: 3f2a0c5d8e7b6a594837261504f3e2d1c0b9a8f7e6d5c4b3a291807060504030
                 runtime: containerd
                 qos_class: besteffort
                 cgroup_path: /kubepods.slice/kubepods-besteffort.slice/...

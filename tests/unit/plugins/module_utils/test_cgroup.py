@@ -16,7 +16,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils import _cgroup
 UID = "0f5e6a8c-1234-4b7e-9a9a-1234567890ab"
 UID_ = UID.replace("-", "_")  # the systemd driver's spelling
 STATIC_UID = "3d1c6b2f0e9a8d7c6b5a4f3e2d1c0b9a"  # static pods: a hash, no dashes
-CID = "3f2a0c5d8e7b6a594837261504f3e2d1c0b9a8f7e6d5c4b3a2918070605040302"[:64]
+CID = "3f2a0c5d8e7b6a594837261504f3e2d1c0b9a8f7e6d5c4b3a291807060504030"
 
 
 @pytest.mark.parametrize(
