@@ -237,12 +237,24 @@ def _pod_metadata(identity, host_root):
 
 
 def _same_process(reported_name, comm, argv0, exe):
-    reported = reported_name.rstrip("/").rsplit("/", 1)[-1]
-    # The kernel truncates comm to 15 characters; argv[0] may be a path or a rewritten title; the
-    # driver may name the executable behind a symbolic link (python3 -> python3.12).
-    if comm and (reported == comm or reported[:15] == comm):
-        return True
-    return any(name and reported == name.rsplit("/", 1)[-1] for name in (argv0, exe))
+    """Whether the name the driver reported can be this /proc process's.
+
+    The kernel truncates comm to 15 characters; argv[0] may be a path or a title rewritten with
+    setproctitle; the driver may name the executable behind a symbolic link (python3 -> python3.12)
+    or give the whole command line. A different process fails every comparison.
+    """
+    reported = reported_name.strip()
+    candidates = {_basename(reported), _basename(reported.split()[0])} if reported else set()
+    for candidate in candidates:
+        if comm and (candidate == comm or candidate[:15] == comm):
+            return True
+        if any(name and candidate == _basename(name) for name in (argv0, exe)):
+            return True
+    return False
+
+
+def _basename(path):
+    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 def _unreadable(reason):

@@ -312,10 +312,26 @@ def test_read_process_in_another_pid_namespace_is_not_guessed(tmp_path):
         ("tritonserver-long-name", "tritonserver-lo", None, None),  # comm keeps 15 characters
         ("python3.12", "python3", "python3", "/usr/bin/python3.12"),  # the driver names the link's target
         ("vllm", "pt_main_thread", "/opt/venv/bin/vllm", None),  # a thread renamed comm
+        ("python3 -m vllm.entrypoints.openai.api_server", "python3", "python3", None),  # the whole command line
+        ("/usr/bin/python3 -m a/b", "python3", "/usr/bin/python3", None),
+        ("VLLM::EngineCore", "VLLM::EngineCor", "VLLM::EngineCore", None),  # setproctitle
     ],
 )
 def test_same_process_tolerates_how_names_are_spelled(reported, comm, argv0, exe):
     assert _cgroup._same_process(reported, comm, argv0, exe)
+
+
+@pytest.mark.parametrize(
+    "reported, comm, argv0, exe",
+    [
+        ("python3", "sshd", "sshd: root@pts/0", "/usr/sbin/sshd"),
+        ("/opt/torch/.venv/bin/python3", "bash", "-bash", None),
+        ("python3 train.py", "nginx", "nginx: worker process", None),
+        ("", "python3", "python3", None),
+    ],
+)
+def test_same_process_tells_another_process_apart(reported, comm, argv0, exe):
+    assert not _cgroup._same_process(reported, comm, argv0, exe)
 
 
 def test_read_process_uses_the_exe_link(tmp_path):
