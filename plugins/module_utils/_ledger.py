@@ -212,6 +212,7 @@ def _pod_identity(pod):
     return {
         "namespace": metadata.get("namespace"),
         "name": metadata.get("name"),
+        "uid": metadata.get("uid"),
         "phase": (pod.get("status") or {}).get("phase"),
         "priority": spec.get("priority"),
         "priority_class_name": spec.get("priorityClassName"),

@@ -210,6 +210,11 @@ ledger:
                   returned: success
                   type: str
                   sample: gpu-demo-hold
+                uid:
+                  description: UID of the pod (how node-side tools such as cgroups name it).
+                  returned: success
+                  type: str
+                  sample: 3f0c2a4e-8d1b-4c55-9a7e-2b6f1d9c0e11
                 phase:
                   description: The pod's phase (C(Pending) when bound but not started yet).
                   returned: success
@@ -265,6 +270,11 @@ ledger:
           returned: success
           type: str
           sample: gpu-demo-queue
+        uid:
+          description: UID of the pod.
+          returned: success
+          type: str
+          sample: 9b2d7c1e-0f4a-4e8b-8c3d-5a6e7f8091a2
         phase:
           description: The pod's phase.
           returned: success

@@ -172,7 +172,8 @@ class TestAgainstKubectl:
         holders = {holder["name"]: holder for holder in gpu["holders"]}
         assert sorted(holders) == ["being-deleted", "explicit-requests", "init-larger", "init-then-sidecar",
                                    "sidecar-then-init", "two-containers", "with-overhead"]
-        assert holders["two-containers"] == {"namespace": "gpuops-ledger-fixtures", "name": "two-containers", "phase": "Running",
+        assert holders["two-containers"] == {"namespace": "gpuops-ledger-fixtures", "name": "two-containers",
+                                             "uid": pod("two-containers")["metadata"]["uid"], "phase": "Running",
                                              "units": 3, "priority": 0, "priority_class_name": None, "terminating": False}
         assert holders["init-larger"]["phase"] == "Pending"  # bound, not started: still holds its units
         assert holders["being-deleted"]["terminating"] is True

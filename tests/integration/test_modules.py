@@ -1,0 +1,269 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""gpu_ledger_facts and vllm_health through Ansible (ad hoc and a playbook) against the simulated cluster.
+
+The ledger must read what `kubectl describe node` reads on the same cluster, in the seed's story:
+prod102 idle (1 allocatable, 1 free), then held by gpu-demo-hold (1 requested, 0 free, the hold listed),
+with gpu-demo-queue waiting. Everything talks to 127.0.0.1 only.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: gpu-operator
+spec:
+  restartPolicy: Never
+  containers:
+    - name: smi
+      image: docker.m.daocloud.io/vllm/vllm-openai:latest
+      imagePullPolicy: IfNotPresent
+      command: ["bash", "-lc", "{command}"]
+      resources:
+        limits:
+          nvidia.com/gpu: "1"
+"""
+LEDGER = "gpuops.scheduling.gpu_ledger_facts"
+HEALTH = "gpuops.scheduling.vllm_health"
+
+
+def wait(predicate, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.2)
+
+
+def kubectl_allocated(sim, node: str, resource: str = "nvidia.com/gpu") -> list[int]:
+    """Requests and limits of `resource` in kubectl describe node's Allocated resources table."""
+    section = sim.kubectl("describe", "node", node).stdout.split("Allocated resources:")[1]
+    row = next(line.split() for line in section.splitlines() if line.split()[:1] == [resource])
+    return [int(row[1]), int(row[2])]
+
+
+def pod_phase(sim, name: str) -> str:
+    return json.loads(sim.kubectl("-n", "gpu-operator", "get", "pod", name, "-o", "json").stdout)["status"].get("phase")
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def kubeconfig_variant(sim, tmp_path, server: str | None = None, token: str | None = None) -> str:
+    """A copy of the sim's kubeconfig pointing elsewhere or with another user's credentials."""
+    config = json.loads(sim.kubectl("config", "view", "--raw", "-o", "json").stdout)
+    if server:
+        config["clusters"][0]["cluster"]["server"] = server
+    if token:
+        config["users"][0]["user"] = {"token": token}
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def walkthrough(sim):
+    """The seed's cluster, set up once: tests that change it put it back."""
+    sim.use_topology("default")
+    sim.set_vllm("ok")
+    return sim
+
+
+@pytest.fixture()
+def demo_pods(walkthrough):
+    yield walkthrough
+    walkthrough.kubectl("-n", "gpu-operator", "delete", "pod", "gpu-demo-hold", "gpu-demo-queue", "--ignore-not-found", "--wait=true")
+
+
+@pytest.fixture()
+def vllm_mode(walkthrough):
+    yield walkthrough.set_vllm
+    walkthrough.set_vllm("ok")
+
+
+@pytest.fixture()
+def topology(walkthrough):
+    yield walkthrough.use_topology
+    walkthrough.use_topology("default")
+
+
+def test_idle_node(walkthrough):
+    result = walkthrough.ansible_module(LEDGER, {"node": "prod102", "operator_namespace": "gpu-operator"})
+    assert "failed" not in result, result.get("msg")
+    node = result["ledger"]["nodes"]["prod102"]
+    assert node["resources"]["nvidia.com/gpu"] == {"capacity": 1, "allocatable": 1, "requested": 0, "limits": 0, "free": 1, "holders": []}
+    assert (node["ready"], node["unschedulable"]) == (True, False)
+    assert node["labels"]["nvidia.com/gpu.present"] == "true" and node["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H20"
+    assert node["operator_running"]["device_plugin"] is True
+    assert result["ledger"]["operator"]["running"]["gpu_feature_discovery"] is True
+    assert result["ledger"]["pending"] == []
+    assert result["api_calls"] == 3
+    assert kubectl_allocated(walkthrough, "prod102") == [0, 0]
+
+
+def test_hold_and_queue_as_in_the_walkthrough(demo_pods):
+    sim = demo_pods
+    sim.kubectl("apply", "-f", "-", input=POD.format(name="gpu-demo-hold", command="nvidia-smi -L; env | grep NVIDIA; sleep 180"))
+    wait(lambda: pod_phase(sim, "gpu-demo-hold") == "Running")
+
+    held = sim.ansible_module(LEDGER, {"node": "prod102"})["ledger"]["nodes"]["prod102"]["resources"]["nvidia.com/gpu"]
+    assert (held["allocatable"], held["requested"], held["limits"], held["free"]) == (1, 1, 1, 0)
+    hold_uid = json.loads(sim.kubectl("-n", "gpu-operator", "get", "pod", "gpu-demo-hold", "-o", "json").stdout)["metadata"]["uid"]
+    assert held["holders"] == [{"namespace": "gpu-operator", "name": "gpu-demo-hold", "uid": hold_uid, "phase": "Running", "units": 1,
+                                "priority": 0, "priority_class_name": None, "terminating": False}]
+    assert kubectl_allocated(sim, "prod102") == [held["requested"], held["limits"]]
+
+    sim.kubectl("apply", "-f", "-", input=POD.format(name="gpu-demo-queue", command="nvidia-smi -L"))
+
+    def scheduler_gave_up():
+        ledger = sim.ansible_module(LEDGER, {"node": "prod102"})["ledger"]
+        return ledger if ledger["pending"] and ledger["pending"][0]["reason"] == "Unschedulable" else None
+
+    ledger = wait(scheduler_gave_up)
+    queued = ledger["pending"]
+    assert [entry["name"] for entry in queued] == ["gpu-demo-queue"]
+    assert queued[0]["requests"] == {"nvidia.com/gpu": 1}
+    assert queued[0]["message"].startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    assert [holder["name"] for holder in ledger["nodes"]["prod102"]["resources"]["nvidia.com/gpu"]["holders"]] == ["gpu-demo-hold"]
+
+
+def test_check_mode_reads_the_same(walkthrough):
+    normal = walkthrough.ansible_module(LEDGER, {"node": "prod102"})
+    checked = walkthrough.ansible_module(LEDGER, {"node": "prod102"}, check=True)
+    assert checked["changed"] is False
+    assert checked["ledger"] == normal["ledger"]
+
+
+def test_unknown_node(walkthrough):
+    result = walkthrough.ansible_module(LEDGER, {"node": "prod999"})
+    assert result["failed"] is True
+    assert result["msg"] == "node 'prod999' not found on {0}".format(walkthrough.api_url)
+
+
+def test_node_without_the_resource(walkthrough):
+    result = walkthrough.ansible_module(LEDGER, {"node": "prod102", "resource_names": ["nvidia.com/mig-*"]})
+    assert result["msg"].startswith("node prod102 advertises none of nvidia.com/mig-*; it advertises: cpu, ephemeral-storage, memory, nvidia.com/gpu, pods")
+
+
+def test_cpu_node(walkthrough, topology):
+    topology("no-gpu")
+    result = walkthrough.ansible_module(LEDGER, {"node": "prod102"})
+    assert result["msg"] == "node prod102 advertises none of nvidia.com/gpu; it advertises: cpu, ephemeral-storage, memory, pods"
+
+
+def test_bad_kubeconfig(walkthrough, tmp_path):
+    missing = str(tmp_path / "missing-kubeconfig")
+    result = walkthrough.ansible_module(LEDGER, {"node": "prod102"}, env={"K8S_AUTH_KUBECONFIG": missing, "KUBECONFIG": missing})
+    assert result["failed"] is True
+    assert result["msg"].endswith("(kubeconfig file not found: {0})".format(missing))
+
+
+def test_unreachable_api(walkthrough, tmp_path):
+    server = "https://127.0.0.1:{0}".format(closed_port())
+    result = walkthrough.ansible_module(LEDGER, {"node": "prod102", "kubeconfig": kubeconfig_variant(walkthrough, tmp_path, server=server)})
+    assert result["msg"] == "cannot reach the Kubernetes API at {0} (connection refused) when trying to connect to the Kubernetes API".format(server)
+
+
+def test_invalid_token(walkthrough, tmp_path):
+    result = walkthrough.ansible_module(LEDGER, {"node": "prod102", "kubeconfig": kubeconfig_variant(walkthrough, tmp_path, token="not-a-valid-token")})
+    assert result["failed"] is True
+    assert "rejected the credentials (401 Unauthorized)" in result["msg"] and walkthrough.api_url in result["msg"]
+
+
+def test_fleet_in_constant_calls(walkthrough, topology):
+    topology("fleet")
+    # Every node: no `node`. (Ad hoc `-a '{}'` reads as raw params, hence the explicit default.)
+    result = walkthrough.ansible_module(LEDGER, {"resource_names": ["nvidia.com/gpu"]})
+    assert "failed" not in result, result.get("msg")
+    nodes = result["ledger"]["nodes"]
+    assert sorted(nodes) == ["gpu-a1", "gpu-a2", "gpu-a3", "gpu-a4"]  # cpu-b1 has no GPU
+    assert nodes["gpu-a1"]["resources"]["nvidia.com/gpu"]["free"] == 1
+    assert nodes["gpu-a1"]["resources"]["nvidia.com/gpu"]["holders"][0]["name"] == "llm-a1-0"
+    assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in nodes["gpu-a2"]["taints"]
+    assert nodes["gpu-a3"]["unschedulable"] is True
+    assert nodes["gpu-a4"]["ready"] is False
+    assert result["ledger"]["totals"]["nvidia.com/gpu"] == {"capacity": 6, "allocatable": 6, "requested": 1, "limits": 1, "free": 5}
+    assert result["api_calls"] == 2
+
+
+def test_mig_slices(walkthrough, topology):
+    topology("mig-mixed")
+    result = walkthrough.ansible_module(LEDGER, {"node": "prod102", "resource_names": ["nvidia.com/gpu", "nvidia.com/mig-*"]})
+    assert "failed" not in result, result.get("msg")
+    resources = result["ledger"]["nodes"]["prod102"]["resources"]
+    assert resources["nvidia.com/mig-1g.10gb"]["allocatable"] == 7
+    assert resources["nvidia.com/gpu"]["allocatable"] == 0  # mixed MIG: whole GPUs advertised as 0
+
+
+def test_module_defaults_group_and_fact(walkthrough, tmp_path):
+    playbook = tmp_path / "ledger.yml"
+    playbook.write_text("""
+- name: Read the ledger through the action group
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars:
+    ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+  module_defaults:
+    group/gpuops.scheduling.k8s:
+      kubeconfig: {kubeconfig}
+  tasks:
+    - name: Read the ledger
+      gpuops.scheduling.gpu_ledger_facts:
+        node: prod102
+
+    - name: Use the fact it set
+      ansible.builtin.assert:
+        that:
+          - ansible_facts.gpu_ledger.nodes.prod102.resources['nvidia.com/gpu'].free == 1
+""".format(kubeconfig=walkthrough.kubeconfig))
+    run = walkthrough.playbook(str(playbook), inventory="localhost,", env={"K8S_AUTH_KUBECONFIG": "", "KUBECONFIG": ""})
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_vllm_healthy(walkthrough):
+    result = walkthrough.ansible_module(HEALTH, {"url": walkthrough.health_url, "models_url": walkthrough.models_url})
+    assert (result["healthy"], result["status"], result["attempts"]) == (True, 200, 1)
+    assert result["models"] == ["Qwen/Qwen2.5-7B-Instruct"]
+    assert result["changed"] is False
+
+
+def test_vllm_healthy_in_check_mode(walkthrough):
+    assert walkthrough.ansible_module(HEALTH, {"url": walkthrough.health_url}, check=True)["healthy"] is True
+
+
+def test_vllm_503(walkthrough, vllm_mode):
+    vllm_mode("503")
+    result = walkthrough.ansible_module(HEALTH, {"url": walkthrough.health_url, "retries": 1, "delay": 0.1})
+    assert result["failed"] is True
+    assert result["msg"] == "GET {0} answered 503, expected 200 (after 2 attempts)".format(walkthrough.health_url)
+    reported = walkthrough.ansible_module(HEALTH, {"url": walkthrough.health_url, "fail_on_unhealthy": False})
+    assert "failed" not in reported and (reported["healthy"], reported["status"]) == (False, 503)
+
+
+def test_vllm_down(walkthrough, vllm_mode):
+    vllm_mode("down")
+    result = walkthrough.ansible_module(HEALTH, {"url": walkthrough.health_url})
+    assert result["msg"] == "GET {0} failed: connection refused".format(walkthrough.health_url)
+
+
+def test_vllm_slow_times_out(walkthrough, vllm_mode):
+    vllm_mode("slow")
+    result = walkthrough.ansible_module(HEALTH, {"url": walkthrough.health_url, "timeout": 1})
+    assert result["msg"] == "GET {0} failed: timed out".format(walkthrough.health_url)
