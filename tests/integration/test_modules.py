@@ -65,11 +65,15 @@ def closed_port() -> int:
         return probe.getsockname()[1]
 
 
-def kubeconfig_variant(sim, tmp_path, server: str | None = None, token: str | None = None) -> str:
-    """A copy of the sim's kubeconfig pointing elsewhere or with another user's credentials."""
+def kubeconfig_variant(sim, tmp_path, server: str | None = None, token: str | None = None, drop_ca: bool = False) -> str:
+    """A copy of the sim's kubeconfig pointing elsewhere, with another user's credentials, or without the cluster CA."""
     config = json.loads(sim.kubectl("config", "view", "--raw", "-o", "json").stdout)
+    cluster = config["clusters"][0]["cluster"]
     if server:
-        config["clusters"][0]["cluster"]["server"] = server
+        cluster["server"] = server
+    if drop_ca:
+        cluster.pop("certificate-authority-data", None)
+        cluster.pop("certificate-authority", None)
     if token:
         config["users"][0]["user"] = {"token": token}
     path = tmp_path / "kubeconfig"
@@ -184,6 +188,12 @@ def test_invalid_token(walkthrough, tmp_path):
     result = walkthrough.ansible_module(LEDGER, {"node": "prod102", "kubeconfig": kubeconfig_variant(walkthrough, tmp_path, token="not-a-valid-token")})
     assert result["failed"] is True
     assert "rejected the credentials (401 Unauthorized)" in result["msg"] and walkthrough.api_url in result["msg"]
+
+
+def test_untrusted_certificate(walkthrough, tmp_path):
+    result = walkthrough.ansible_module(LEDGER, {"node": "prod102", "kubeconfig": kubeconfig_variant(walkthrough, tmp_path, drop_ca=True)})
+    assert result["msg"].startswith("TLS verification failed for the Kubernetes API at {0}".format(walkthrough.api_url))
+    assert "CERTIFICATE_VERIFY_FAILED" in result["msg"]
 
 
 def test_fleet_in_constant_calls(walkthrough, topology):
