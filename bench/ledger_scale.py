@@ -126,8 +126,8 @@ def main(scales=SCALES, keep: bool = False) -> list:
             grow(core, have, scale)
             have = scale
             print(f"[bench] {scale} nodes / {scale * PODS_PER_NODE} pods created in {time.monotonic() - started:.0f}s", flush=True)
-            runs = [run_module(kubeconfig) for _ in range(3)]
-            inner = [in_process(kubeconfig) for _ in range(3)]
+            runs = [run_module(kubeconfig) for _repeat in range(3)]
+            inner = [in_process(kubeconfig) for _repeat in range(3)]
             gpu_nodes = [name for name in runs[0]["result"]["ledger"]["nodes"] if name.startswith("bench-gpu-")]
             assert len(gpu_nodes) == scale, f"ledger saw {len(gpu_nodes)} of {scale} nodes"
             rows.append({

@@ -61,7 +61,7 @@ class Sim:
         command = [str(VENV_BIN / "ansible"), "localhost", "-m", module, "-a", json.dumps(args)]
         if check:
             command.append("--check")
-        result = subprocess.run(command, capture_output=True, text=True, cwd=CHECKOUT, timeout=300,
+        result = subprocess.run(command, capture_output=True, text=True, cwd=CHECKOUT, timeout=300, check=False,
                                 env={**self.env, "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1", "ANSIBLE_STDOUT_CALLBACK": "json",
                                      **(env or {})})
         try:
@@ -79,7 +79,7 @@ class Sim:
         if check:
             command.append("--check")
         command += list(extra_args)
-        return subprocess.run(command, capture_output=True, text=True, cwd=CHECKOUT, timeout=timeout,
+        return subprocess.run(command, capture_output=True, text=True, cwd=CHECKOUT, timeout=timeout, check=False,
                               env={**self.env, **(env or {})})
 
 

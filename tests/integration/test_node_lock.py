@@ -22,7 +22,7 @@ def start(sim, args: dict) -> subprocess.Popen:
 
 
 def result(proc: subprocess.Popen) -> dict:
-    output, _ = proc.communicate(timeout=120)
+    output, _errors = proc.communicate(timeout=120)
     return json.loads(output)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 

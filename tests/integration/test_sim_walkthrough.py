@@ -84,9 +84,9 @@ def test_walkthrough_replays_with_kubectl(walkthrough_cluster):
     assert allocated_gpus(sim).split() == ["1", "1"]
 
     sim.kubectl("apply", "-f", "-", input=POD.format(name="gpu-demo-queue", command="nvidia-smi -L"))
-    events = wait(lambda: [e for e in json.loads(sim.kubectl(
+    events = wait(lambda: json.loads(sim.kubectl(
         "-n", "gpu-operator", "get", "events", "-o", "json",
-        "--field-selector", "involvedObject.name=gpu-demo-queue,reason=FailedScheduling").stdout)["items"]])
+        "--field-selector", "involvedObject.name=gpu-demo-queue,reason=FailedScheduling").stdout)["items"])
     message = events[0]["message"]
     assert message.startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
     assert "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod." in message

@@ -283,7 +283,7 @@ class FakeKubelet:
                 raise
         # Pod admission needs the namespace's default ServiceAccount, which the controller manager
         # creates asynchronously: wait for it rather than fail the first pod.
-        for _ in range(100):
+        for _attempt in range(100):
             try:
                 self.core.read_namespaced_service_account("default", namespace)
                 return
