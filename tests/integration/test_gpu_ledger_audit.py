@@ -19,7 +19,7 @@ def inventory(sim, tmp_path) -> str:
         "gpu_ledger_audit_report_dir": str(tmp_path),
         "gpu_ledger_audit_process_facts_options": {
             "source": "nvidia-smi", "nvidia_smi_path": str(node_dir / "bin" / "nvidia-smi"),
-            "proc_root": str(node_dir / "proc"), "checkpoint_path": str(node_dir / "kubelet_internal_checkpoint"),
+            "proc_root": str(node_dir / "proc"), "host_root": str(node_dir), "checkpoint_path": str(node_dir / "kubelet_internal_checkpoint"),
             "pod_resources_socket": str(node_dir / "pod-resources.sock")}}}}}}}
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(hosts))
@@ -42,6 +42,7 @@ def test_audit_finds_the_out_of_ledger_users_of_a_free_gpu(sim, tmp_path):
     report = (tmp_path / "prod102-ledger-audit.md").read_text()
     assert "| nvidia.com/gpu | 1 | 0 | 1 |" in report
     assert "is free in the ledger but 90.0 GiB of its memory is in use" in report
+    assert "(pod default/vllm-h20)" in report
 
 
 def test_audit_can_gate_on_a_free_gpu_in_use(sim, tmp_path):

@@ -192,11 +192,11 @@ class FakeKubelet:
         Lets node-side modules (gpu_process_facts) run against a fake node by pointing their
         nvidia_smi_path / proc_root / checkpoint_path options at .sim/run/nodes/<node>/.
         """
-        uids = {}
+        pods = {}
         for spec in self.topology.get("pods") or []:
             try:
                 pod = self.core.read_namespaced_pod(spec["name"], spec.get("namespace", "default"))
-                uids[f"{pod.metadata.namespace}/{pod.metadata.name}"] = pod.metadata.uid
+                pods[f"{pod.metadata.namespace}/{pod.metadata.name}"] = pod
             except ApiException:
                 continue
         for name, gpus in self.gpus.items():
@@ -211,11 +211,21 @@ class FakeKubelet:
             for process in (gpus.processes if gpus else []):
                 proc_dir = root / "proc" / str(process["pid"])
                 proc_dir.mkdir(parents=True, exist_ok=True)
-                uid = uids.get(process.get("pod", ""))
-                if uid:
+                pod = pods.get(process.get("pod", ""))
+                if pod:
+                    uid = pod.metadata.uid
                     container = hashlib.sha256(f"{uid}/{process['pid']}".encode()).hexdigest()
                     cgroup = (f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid.replace('-', '_')}.slice/"
                               f"cri-containerd-{container}.scope")
+                    # containerd's task state names the pod, as on a real node (host_root = the node dir).
+                    task = root / "run" / "containerd" / "io.containerd.runtime.v2.task" / "k8s.io" / container
+                    task.mkdir(parents=True, exist_ok=True)
+                    (task / "config.json").write_text(json.dumps({"ociVersion": "1.1.0", "annotations": {
+                        "io.kubernetes.cri.container-type": "container",
+                        "io.kubernetes.cri.container-name": pod.spec.containers[0].name,
+                        "io.kubernetes.cri.sandbox-name": pod.metadata.name,
+                        "io.kubernetes.cri.sandbox-namespace": pod.metadata.namespace,
+                        "io.kubernetes.cri.sandbox-uid": uid}}))
                 else:
                     cgroup = f"0::/system.slice/{process.get('unit', 'gpu-workload.service')}"
                 (proc_dir / "cgroup").write_text(cgroup + "\n")
