@@ -31,7 +31,8 @@ MEMORY_FIELDS = ("uuid", "memory.used", "memory.total")
 def hold_evidence(log):
     """What a demo pod's log proves: the GPUs it saw, NVIDIA_VISIBLE_DEVICES, memory per GPU.
 
-    ``gpus``/``uuids`` come from ``nvidia-smi -L`` (the evidence); ``visible_devices`` is the
+    ``gpus``/``uuids`` come from ``nvidia-smi -L`` (the evidence; ``unit_uuids`` has the MIG
+    devices of a partitioned GPU instead of the GPU itself); ``visible_devices`` is the
     variable as the toolkit reads it (corroboration: ``mode`` list, unset, void, none or all);
     ``memory`` has one row per GPU from the ``--query-gpu`` CSV (bytes and MiB);
     ``corroborated`` is True when the variable lists exactly the UUIDs seen, False when it lists
@@ -62,25 +63,18 @@ def hold_evidence(log):
             corroborated = sorted(visible["uuids"]) == sorted(uuids)
         elif visible["indexes"]:
             corroborated = len(visible["indexes"]) == len(gpus)
+    units = []
+    for gpu in gpus:
+        units.extend([mig["uuid"] for mig in gpu["mig_devices"]] or [gpu["uuid"]])
     return {
         "gpus": gpus,
         "uuids": uuids,
+        "unit_uuids": units,
         "gpu_names": [gpu["name"] for gpu in gpus],
         "visible_devices": visible,
         "corroborated": corroborated,
         "memory": memory,
     }
-
-
-def unit_uuids(evidence):
-    """The UUIDs of the units a pod got: its MIG devices where the GPU is partitioned, else its GPUs."""
-    uuids = []
-    for gpu in evidence["gpus"]:
-        if gpu["mig_devices"]:
-            uuids.extend(mig["uuid"] for mig in gpu["mig_devices"])
-        else:
-            uuids.append(gpu["uuid"])
-    return uuids
 
 
 def hold_summary(pods, units_by_pod, replicas=1):
@@ -97,7 +91,7 @@ def hold_summary(pods, units_by_pod, replicas=1):
         if pod.get("name") not in (units_by_pod or {}):
             continue
         evidence = hold_evidence(pod.get("log") or "")
-        units = unit_uuids(evidence)
+        units = evidence["unit_uuids"]
         every_unit.extend(units)
         for row in evidence["memory"]:
             if row["uuid"] not in seen_memory:
@@ -235,8 +229,23 @@ def merge_transitions(wait_results):
     return merged
 
 
+def occupied_window(transitions, holders):
+    """From the first creation among ``holders`` to the last pod gone: the time the GPUs were taken.
+
+    Returns {start, end, seconds} (epoch seconds), or None when either end is unknown.
+    """
+    created = [times["created"] for pod, times in transitions.items() if pod in holders and "created" in times]
+    gone = [times["deleted"] for times in transitions.values() if "deleted" in times]
+    if not created or not gone:
+        return None
+    return {"start": min(created), "end": max(gone), "seconds": round(max(gone) - min(created), 3)}
+
+
 def demo_timeline(wait_results, allocatable, units_by_pod, held_before=0, start=None, end=None, order=None):
-    """What the report's SVG draws: pod lanes and the node's free units, in seconds since ``start``."""
+    """What the report's SVG draws: pod lanes and the node's free units, in seconds since ``start``.
+
+    ``window`` is the occupied window (first pod of ``order`` created .. last pod gone).
+    """
     transitions = merge_transitions(wait_results)
     moments = [moment for times in transitions.values() for moment in times.values()]
     if start is None:
@@ -258,4 +267,13 @@ def demo_timeline(wait_results, allocatable, units_by_pod, held_before=0, start=
         "lanes": pod_lanes(transitions, start, end, order=order),
         "free": free,
         "allocatable": int(allocatable),
+        "window": _window_report(occupied_window(transitions, [pod for pod, units in (units_by_pod or {}).items()
+                                                               if units]), start),
     }
+
+
+def _window_report(window, start):
+    if window is None:
+        return None
+    return {"start": iso(window["start"]), "end": iso(window["end"]), "seconds": window["seconds"],
+            "start_offset": round(window["start"] - start, 3), "end_offset": round(window["end"] - start, 3)}

@@ -116,6 +116,9 @@ def summarize(pod):
         "reason": status.get("reason"),
         "message": status.get("message"),
         "node_name": spec.get("nodeName"),
+        "priority": spec.get("priority"),
+        "priority_class_name": spec.get("priorityClassName"),
+        "preemption_policy": spec.get("preemptionPolicy"),
         "nominated_node_name": status.get("nominatedNodeName"),
         "pod_ip": status.get("podIP"),
         "host_ip": status.get("hostIP"),
@@ -289,7 +292,7 @@ class PodSetWatch:
 
     def __init__(self, condition, names=None, count=None, node=None, fail_on_unschedulable=False,
                  fatal_reasons=DEFAULT_FATAL_REASONS, record_all=False):
-        if condition not in CONDITIONS:
+        if condition is not None and condition not in CONDITIONS:
             raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
         self.condition = condition
         self.names = list(names or [])
@@ -345,7 +348,9 @@ class PodSetWatch:
             self._record(name, transition, now, live)
 
     def verdict(self):
-        """(MET | WAITING | HOPELESS, message) for the whole set."""
+        """(MET | WAITING | HOPELESS, message) for the whole set; MET at once without a condition."""
+        if self.condition is None:
+            return MET, "no condition to wait for"
         waiting = []
         if self.names:
             targets = [(name, self.pods.get(name)) for name in self.names]

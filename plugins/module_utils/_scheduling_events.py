@@ -264,5 +264,8 @@ def event_timeline(events, pods=None, since=None):
         })
     order = {"FailedScheduling": 0, "Scheduled": 1, "Pulling": 2, "Pulled": 3, "Created": 4, "Started": 5,
              "Killing": 6}
-    rows.sort(key=lambda row: (row["at_epoch"] or 0, order.get(row["reason"], 9), row["pod"] or ""))
+    # Within one second, the order a pod lives its events (Scheduled before Pulled, ...): the
+    # scheduler's and the kubelet's clocks and event recorders do not order them more finely.
+    rows.sort(key=lambda row: (int(row["at_epoch"] or 0), row["pod"] or "", order.get(row["reason"], 9),
+                               row["at_epoch"] or 0))
     return rows

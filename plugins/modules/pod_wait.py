@@ -67,7 +67,16 @@ options:
     default: []
   delete_matching:
     description:
-      - Delete every pod matching O(label_selectors) before waiting, in one call.
+      - Delete every pod matching O(label_selectors) before waiting (one list, then one delete per pod
+        not already being deleted).
+    type: bool
+    default: false
+  dry_run:
+    description:
+      - Make O(create), O(delete) and O(delete_matching) server-side dry runs (as in check mode) and do
+        not wait. The API server validates and admits each manifest without storing it, which shows
+        what it would make of it (RV(admitted)) - priority and preemption policy from the
+        PriorityClass, defaults, admission errors - before anything is created.
     type: bool
     default: false
   warn_on_delete:
@@ -83,6 +92,7 @@ options:
     type: int
   condition:
     description:
+      - Without a condition the module only creates and deletes, and reports the pods as they are.
       - V(running) - every pod is C(Running) and bound to a node.
       - V(scheduled) - every pod is bound to a node (C(PodScheduled=True)).
       - V(unschedulable) - every pod is C(Pending) with C(PodScheduled=False), reason C(Unschedulable),
@@ -91,7 +101,6 @@ options:
       - V(finished) - every pod is C(Succeeded) or C(Failed).
       - V(deleted) - no pod is left.
     type: str
-    required: true
     choices: [running, scheduled, unschedulable, succeeded, finished, deleted]
   node:
     description:
@@ -139,6 +148,24 @@ options:
       - Also return the events of the pods (one list call), oldest first, as C(kubectl describe) shows them.
     type: bool
     default: false
+  event_pod_uids:
+    description:
+      - With O(events), also return the events of these pods (UIDs), for example pods of earlier steps
+        that are already gone.
+    type: list
+    elements: str
+    default: []
+  ledger_node:
+    description:
+      - Once the condition holds, also read the scheduler's ledger of this node (as
+        M(gpuops.scheduling.gpu_ledger_facts) does, two more reads) and return it in RV(ledger), so that the
+        evidence of a step comes from the same call as the step.
+    type: str
+  ledger_resources:
+    description: The extended resources of the ledger read for O(ledger_node).
+    type: list
+    elements: str
+    default: [nvidia.com/gpu]
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - ansible.builtin.action_common_attributes
@@ -166,7 +193,7 @@ notes:
     server's own timestamps (whole seconds) for what had already happened when the wait started.
   - The user needs C(list) and C(watch) on pods, C(get) on C(pods/log) for O(logs), C(list) and
     C(watch) on events for O(condition=unschedulable) and O(events), C(create) on pods for O(create),
-    C(delete) (and C(deletecollection) for O(delete_matching)) on pods for O(delete).
+    C(delete) on pods for O(delete) and O(delete_matching).
 seealso:
   - module: kubernetes.core.k8s
   - module: kubernetes.core.k8s_info
@@ -227,7 +254,15 @@ EXAMPLES = r"""
       - app.kubernetes.io/managed-by=gpuops.scheduling
       - gpuops.scheduling/node=prod102
     delete_matching: true
-    warn_on_delete: true
+    dry_run:
+    description:
+      - Make O(create), O(delete) and O(delete_matching) server-side dry runs (as in check mode) and do
+        not wait. The API server validates and admits each manifest without storing it, which shows
+        what it would make of it (RV(admitted)) - priority and preemption policy from the
+        PriorityClass, defaults, admission errors - before anything is created.
+    type: bool
+    default: false
+  warn_on_delete: true
     condition: deleted
     events: true
 """
@@ -341,6 +376,13 @@ events:
   elements: dict
   sample: [{"at": "2026-10-12T08:01:02.000Z", "type": "Normal", "reason": "Scheduled", "source": "default-scheduler",
             "pod": "gpu-demo-hold", "message": "Successfully assigned gpu-operator/gpu-demo-hold to prod102"}]
+admitted:
+  description:
+    - Per pod O(create) created (or would create), what the API server admitted - C(priority),
+      C(priority_class_name), C(preemption_policy) (from the PriorityClass), C(node_selector), C(tolerations).
+  returned: always
+  type: dict
+  sample: {"gpu-demo-hold": {"priority": 0, "priority_class_name": "gpuops-preflight-no-preempt", "preemption_policy": "Never"}}
 created:
   description: Names of the pods this call created (or would create, in check mode).
   returned: always
@@ -368,6 +410,24 @@ elapsed:
   returned: always
   type: float
   sample: 2.667
+met:
+  description:
+    - Whether everything asked for was done and the condition reached. False on failure, so that a task
+      with C(failed_when: false) can judge the outcome itself.
+  returned: always
+  type: bool
+  sample: true
+ledger:
+  description:
+    - The ledger of O(ledger_node), in the shape of RV(gpuops.scheduling.gpu_ledger_facts#module:ledger).
+  returned: when O(ledger_node) is set and the condition was reached
+  type: dict
+  sample: {"nodes": {"prod102": {"resources": {"nvidia.com/gpu": {"allocatable": 1, "requested": 1, "free": 0}}}}}
+error:
+  description: Why the module failed (the same text as C(msg)), null on success.
+  returned: always
+  type: str
+  sample: null
 api_requests:
   description: HTTP requests made to the API server (lists, watches, log reads, deletions).
   returned: always
@@ -380,12 +440,14 @@ import re
 import time
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import (
+    CoreV1Reader,
     K8sApiError,
     core_v1_api,
     explain_api_errors,
     k8s_client,
     k8s_module,
 )
+from ansible_collections.gpuops.scheduling.plugins.module_utils._ledger import LedgerError, read_ledger
 from ansible_collections.gpuops.scheduling.plugins.module_utils._pod_wait import (
     CONDITIONS,
     DEFAULT_FATAL_REASONS,
@@ -438,10 +500,13 @@ class PodWaiter:
             params["condition"], names=self.names, count=params["count"], node=params["node"],
             fail_on_unschedulable=params["fail_on_unschedulable"], fatal_reasons=params["fatal_reasons"],
             record_all=bool(self.selector))
+        self.dry_run = check_mode or params["dry_run"]
         self.created = []
+        self.admitted = {}
         self.deleted = []
         self.failed_scheduling = None
         self.events = None
+        self.ledger = None
         self.logs = {}
 
     @property
@@ -452,7 +517,7 @@ class PodWaiter:
         return self.deadline - self.clock()
 
     def _dry_run(self):
-        return {"dry_run": "All"} if self.check_mode else {}
+        return {"dry_run": "All"} if self.dry_run else {}
 
     @staticmethod
     def _raw(response):
@@ -474,9 +539,18 @@ class PodWaiter:
             with explain_api_errors("create pod {0}/{1}".format(namespace, name), self.host):
                 created = self._raw(self.api.create_namespaced_pod(namespace, manifest, _preload_content=False,
                                                                    **self._dry_run()))
-            self.created.append(created["metadata"]["name"])
-            if not self.check_mode:
-                self.tracker.mark(created["metadata"]["name"], "created", moment)
+            name = created["metadata"]["name"]
+            spec = created.get("spec") or {}
+            self.created.append(name)
+            self.admitted[name] = {
+                "priority": spec.get("priority"),
+                "priority_class_name": spec.get("priorityClassName"),
+                "preemption_policy": spec.get("preemptionPolicy"),
+                "node_selector": spec.get("nodeSelector") or {},
+                "tolerations": spec.get("tolerations") or [],
+            }
+            if not self.dry_run:
+                self.tracker.mark(name, "created", moment)
 
     def delete(self):
         body = {}
@@ -490,17 +564,33 @@ class PodWaiter:
                     self.api.delete_namespaced_pod(name, self.namespace, body=body, _preload_content=False,
                                                    **self._dry_run())
                     self.deleted.append(name)
-                    if not self.check_mode:
+                    if not self.dry_run:
                         self.tracker.mark(name, "deleting", moment)
                 except ApiException as error:
                     if error.status != 404:
                         raise
             if self.params["delete_matching"]:
+                # A list and one delete per pod rather than a deletecollection: the same few
+                # requests for a handful of pods, and no deletecollection permission needed.
                 self.requests += 1
-                response = self._raw(self.api.delete_collection_namespaced_pod(
-                    self.namespace, label_selector=self.selector, body=body, _preload_content=False,
-                    **self._dry_run()))
-                self.deleted.extend(sorted(item["metadata"]["name"] for item in response.get("items") or []))
+                listing = self._raw(self.api.list_namespaced_pod(self.namespace, label_selector=self.selector,
+                                                                 _preload_content=False))
+                for pod in listing.get("items") or []:
+                    name = pod["metadata"]["name"]
+                    if name in self.deleted or (pod["metadata"].get("deletionTimestamp") and not self.dry_run):
+                        continue
+                    self.requests += 1
+                    moment = self.clock()
+                    try:
+                        self.api.delete_namespaced_pod(name, self.namespace, body=body, _preload_content=False,
+                                                       **self._dry_run())
+                    except ApiException as error:
+                        if error.status != 404:
+                            raise
+                        continue
+                    self.deleted.append(name)
+                    if not self.dry_run:
+                        self.tracker.mark(name, "deleting", moment)
 
     # -- the wait -------------------------------------------------------------------------
     def _selectors(self):
@@ -656,11 +746,21 @@ class PodWaiter:
 
     def collect_events(self):
         pods = [{"uid": pod["uid"]} for pod in self.tracker.report() if pod.get("uid")]
+        pods += [{"uid": uid} for uid in self.params["event_pod_uids"] or []]
         items, _resource_version = self._list_events("involvedObject.kind=Pod")
         self.events = event_timeline(items, pods=pods)
 
+    # -- ledger ---------------------------------------------------------------------------
+    def collect_ledger(self, reader):
+        self.requests += 2
+        try:
+            self.ledger = read_ledger(reader, node=self.params["ledger_node"],
+                                      patterns=tuple(self.params["ledger_resources"]))
+        except LedgerError as error:
+            raise WaitFailed("reading the ledger of node {0}: {1}".format(self.params["ledger_node"], error))
+
     # -- result ---------------------------------------------------------------------------
-    def result(self):
+    def result(self, error=None):
         pods = []
         for pod in self.tracker.report():
             entry = dict(pod)
@@ -675,21 +775,26 @@ class PodWaiter:
             "transitions": self.tracker.transitions(),
             "exact": self.tracker.exact(),
             "created": self.created,
+            "admitted": self.admitted,
             "deleted": self.deleted,
             "started_at": iso(self.started),
             "finished_at": iso(finished),
             "elapsed": round(finished - self.started, 3),
             "api_requests": self.requests,
-            "changed": bool(self.created or self.deleted),
+            "met": error is None,
+            "error": error,
+            "changed": bool(self.created or self.deleted) and not (self.params["dry_run"] and not self.check_mode),
         }
         if self.failed_scheduling is not None:
             result["failed_scheduling"] = self.failed_scheduling
         if self.events is not None:
             result["events"] = self.events
+        if self.ledger is not None:
+            result["ledger"] = self.ledger
         return result
 
 
-def run(module, api):
+def run(module, api, reader=None):
     params = module.params
     waiter = PodWaiter(api, params, check_mode=module.check_mode)
     condition = params["condition"]
@@ -700,7 +805,7 @@ def run(module, api):
         if params["warn_on_delete"] and waiter.deleted:
             module.warn("deleted {0} pod(s) in namespace {1}: {2}".format(
                 len(waiter.deleted), params["namespace"], ", ".join(waiter.deleted)))
-        if module.check_mode and writes:
+        if waiter.dry_run and writes:
             # Dry-run writes changed nothing: there is nothing to wait for.
             waiter.list_pods()
             return waiter.result()
@@ -710,6 +815,8 @@ def run(module, api):
             waiter.collect_failed_scheduling()
         if (params["logs"] or params["log_ready_pattern"]) and condition not in ("unschedulable", "deleted"):
             waiter.collect_logs()
+        if params["ledger_node"]:
+            waiter.collect_ledger(reader)
         if params["events"]:
             waiter.collect_events()
     except (WaitFailed, K8sApiError) as error:
@@ -719,7 +826,7 @@ def run(module, api):
             except K8sApiError:
                 # The wait's own failure is the news; a missing event list must not hide it.
                 pass
-        module.fail_json(msg=str(error), **waiter.result())
+        module.fail_json(msg=str(error), **waiter.result(error=str(error)))
     return waiter.result()
 
 
@@ -731,9 +838,10 @@ def main():
         create=dict(type="list", elements="dict", default=[]),
         delete=dict(type="list", elements="str", default=[]),
         delete_matching=dict(type="bool", default=False),
+        dry_run=dict(type="bool", default=False),
         warn_on_delete=dict(type="bool", default=False),
         count=dict(type="int"),
-        condition=dict(type="str", required=True, choices=list(CONDITIONS)),
+        condition=dict(type="str", choices=list(CONDITIONS)),
         node=dict(type="str"),
         timeout=dict(type="int", default=120),
         grace_period=dict(type="int"),
@@ -743,6 +851,9 @@ def main():
         log_ready_pattern=dict(type="str"),
         log_limit_bytes=dict(type="int", default=65536),
         events=dict(type="bool", default=False),
+        event_pod_uids=dict(type="list", elements="str", default=[]),
+        ledger_node=dict(type="str"),
+        ledger_resources=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
     )
     module = k8s_module(argument_spec=argument_spec, supports_check_mode=True,
                         required_one_of=[("names", "label_selectors")])
@@ -755,8 +866,8 @@ def main():
         except re.error as error:
             module.fail_json(msg="log_ready_pattern is not a valid regular expression: {0}".format(error))
     try:
-        api = core_v1_api(k8s_client(module))
-        module.exit_json(**run(module, api))
+        client = k8s_client(module)
+        module.exit_json(**run(module, core_v1_api(client), reader=CoreV1Reader(client)))
     except K8sApiError as error:
         module.fail_json(msg=str(error))
 

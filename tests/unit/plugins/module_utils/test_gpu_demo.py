@@ -128,3 +128,11 @@ def test_demo_timeline():
     assert timeline["free"][0] == {"at": 0.0, "free": 1}
     assert timeline["free"][1] == {"at": pytest.approx(1.2), "free": 0}
     assert timeline["offsets"]["gpu-demo-queue"]["unschedulable"] == pytest.approx(3.1)
+
+
+def test_occupied_window_spans_first_hold_creation_to_last_pod_gone():
+    timeline = demo_timeline([{"transitions": TRANSITIONS, "exact": {}}], 1,
+                             {"gpu-demo-hold": 1, "gpu-demo-queue": 1}, start=99.0)
+    assert timeline["window"]["seconds"] == 5.0
+    assert timeline["window"]["start_offset"] == 1.0
+    assert demo_timeline([], 1, {})["window"] is None

@@ -107,10 +107,11 @@ class _LogResponse:
 class FakeModule:
     def __init__(self, check_mode=False, **params):
         defaults = dict(namespace="gpu-operator", names=None, label_selectors=None, count=None, node=None, timeout=5,
-                        create=[], delete=[], delete_matching=False, warn_on_delete=False, grace_period=None,
+                        create=[], delete=[], delete_matching=False, dry_run=False, warn_on_delete=False, grace_period=None,
                         fail_on_unschedulable=False,
                         fatal_reasons=list(pod_wait.DEFAULT_FATAL_REASONS), logs=False, log_ready_pattern=None,
-                        log_limit_bytes=65536, events=False)
+                        log_limit_bytes=65536, events=False, event_pod_uids=[], ledger_node=None,
+                        ledger_resources=["nvidia.com/gpu"])
         defaults.update(params)
         self.params = defaults
         self.check_mode = check_mode
@@ -204,15 +205,14 @@ def test_delete_in_check_mode_is_a_dry_run_without_wait():
     assert not [call for call in api.calls if call[:2] == ("pods", "watch")]
 
 
-def test_delete_collection_by_label():
-    api = FakeApi(pods=[], watches=[])
-    api.delete_collection_namespaced_pod = lambda namespace, **kwargs: Response(
-        {"items": [make_pod("b"), make_pod("a")]})
+def test_delete_matching_by_label():
+    api = FakeApi(pods=[make_pod("b"), make_pod("a"), make_pod("c", deleting=True)],
+                  watches=[[("DELETED", make_pod(name)) for name in ("a", "b", "c")]])
     module = FakeModule(label_selectors=["gpuops.scheduling/run-id=x"], condition="deleted", delete_matching=True,
                         warn_on_delete=True)
     result = pod_wait.run(module, api)
-    assert result["deleted"] == ["a", "b"]
-    assert module.warnings == ["deleted 2 pod(s) in namespace gpu-operator: a, b"]
+    assert result["deleted"] == ["b", "a"]
+    assert module.warnings == ["deleted 2 pod(s) in namespace gpu-operator: b, a"]
 
 
 def test_resource_version_too_old_lists_again():
@@ -271,3 +271,40 @@ def test_create_in_check_mode_is_a_dry_run():
     assert calls == ["All"]
     assert result["created"] == ["x"]
     assert not [call for call in api.calls if call[:2] == ("pods", "watch")]
+
+
+def test_dry_run_reports_what_admission_made_of_the_pod():
+    api = FakeApi(pods=[])
+    admitted = {"metadata": {"name": "h"}, "spec": {"priority": 0, "priorityClassName": "np", "preemptionPolicy": "Never"}}
+    api.create_namespaced_pod = lambda namespace, body, **kwargs: Response(dict(admitted, dry=kwargs.get("dry_run")))
+    result = pod_wait.run(FakeModule(dry_run=True, create=[{"metadata": {"name": "h"}}], names=["h"], condition=None), api)
+    assert result["admitted"]["h"]["preemption_policy"] == "Never"
+    assert result["changed"] is False
+    assert result["transitions"] == {}
+
+
+class FakeReader:
+    host = "https://127.0.0.1:16443"
+
+    def __init__(self, node):
+        self.node = node
+
+    def get_node(self, name):
+        return self.node if name == "prod102" else None
+
+    def list_pods(self, namespace=None, field_selector=None):
+        return [make_pod("gpu-demo-hold", phase="Running", node="prod102", scheduled=True)]
+
+
+def test_ledger_is_read_once_the_condition_holds():
+    node = {"metadata": {"name": "prod102", "labels": {}}, "spec": {},
+            "status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    api = FakeApi(pods=[make_pod("q", scheduled="Unschedulable")], events=[event("FailedScheduling", SEED, uid="uid-q")])
+    result = pod_wait.run(FakeModule(names=["q"], condition="unschedulable", ledger_node="prod102"), api,
+                          reader=FakeReader(node))
+    assert result["ledger"]["nodes"]["prod102"]["resources"]["nvidia.com/gpu"]["allocatable"] == 1
+    module = FakeModule(names=["q"], condition="unschedulable", ledger_node="prod999")
+    with pytest.raises(SystemExit):
+        pod_wait.run(module, api, reader=FakeReader(node))
+    assert "node 'prod999' not found" in module.failed["msg"]
