@@ -24,10 +24,17 @@ import contextlib
 import copy
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+
+try:
+    # Decoding pod lists is most of the ledger's cost on large fleets; orjson does it ~6x faster.
+    from orjson import loads as json_loads
+except ImportError:
+    json_loads = json.loads
 
 try:
     import urllib3
@@ -239,19 +246,56 @@ class CoreV1Reader:
                           field_selector=field_selector)
 
     def _list(self, action, list_function, *args, **kwargs):
+        """Every page of a list. The next page is fetched while this one is decoded: the API server
+        serializes one page while we parse the other."""
         self.calls += 1
         items = []
-        continue_token = None
-        with explain_api_errors(action, self.host):
+
+        def fetch(continue_token):
+            return list_function(*args, limit=self._page_size, _continue=continue_token,
+                                 _preload_content=False, **kwargs).data
+
+        with explain_api_errors(action, self.host), ThreadPoolExecutor(max_workers=1) as prefetcher:
+            pending = prefetcher.submit(fetch, None)
             while True:
                 self.requests += 1
-                page = self._decode(list_function(*args, limit=self._page_size, _continue=continue_token,
-                                                  _preload_content=False, **kwargs))
+                raw = pending.result()
+                continue_token = leading_continue_token(raw)
+                if continue_token:
+                    pending = prefetcher.submit(fetch, continue_token)
+                page = json_loads(raw)
                 items.extend(page.get("items") or [])
-                continue_token = (page.get("metadata") or {}).get("continue")
-                if not continue_token:
+                listed_token = (page.get("metadata") or {}).get("continue")
+                if listed_token != continue_token:
+                    # The cheap look-ahead misread the token: fall back to the decoded one.
+                    if continue_token:
+                        pending.result()
+                    if not listed_token:
+                        return items
+                    pending = prefetcher.submit(fetch, listed_token)
+                elif not continue_token:
                     return items
 
     @staticmethod
     def _decode(response):
-        return json.loads(response.data)
+        return json_loads(response.data)
+
+
+def leading_continue_token(raw):
+    """The ``metadata.continue`` of a list response, read from its first bytes without decoding the items.
+
+    The API server writes ``kind``, ``apiVersion`` and ``metadata`` before ``items``; None when absent or
+    when the head does not look like that (the caller then uses the decoded value).
+    """
+    head = raw[:8192].decode("utf-8", "ignore")
+    start = head.find('"metadata":')
+    items_at = head.find('"items"')
+    if start < 0 or 0 <= items_at < start:
+        return None
+    try:
+        value_at = start + len('"metadata":')
+        value_at += len(head[value_at:]) - len(head[value_at:].lstrip())
+        metadata, _end = json.JSONDecoder().raw_decode(head, value_at)
+    except ValueError:
+        return None
+    return metadata.get("continue") or None if isinstance(metadata, dict) else None

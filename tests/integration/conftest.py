@@ -58,7 +58,9 @@ class Sim:
 
     def ansible_module(self, module: str, args: dict, check: bool = False, env: dict | None = None) -> dict:
         """Run one module on localhost and return its result, failed or not."""
-        command = [str(VENV_BIN / "ansible"), "localhost", "-m", module, "-a", json.dumps(args)]
+        command = [str(VENV_BIN / "ansible"), "localhost", "-m", module]
+        if args:   # an empty "-a '{}'" reads as raw parameters, which most modules refuse
+            command += ["-a", json.dumps(args)]
         if check:
             command.append("--check")
         result = subprocess.run(command, capture_output=True, text=True, cwd=CHECKOUT, timeout=300, check=False,
