@@ -107,6 +107,13 @@ def test_installed_manifest_declares_dependencies(installed: Path) -> None:
     assert info["dependencies"] == GALAXY.get("dependencies", {})
 
 
+def test_requirements_yml_matches_galaxy_dependencies() -> None:
+    """execution-environment.yml installs requirements.yml; it must ask for what galaxy.yml declares."""
+    requirements = yaml.safe_load((ROOT / "requirements.yml").read_text(encoding="utf-8"))
+    wanted = {c["name"]: str(c.get("version", "*")) for c in requirements["collections"]}
+    assert wanted == {name: str(version) for name, version in GALAXY.get("dependencies", {}).items()}
+
+
 def test_there_are_modules() -> None:
     assert MODULES, "plugins/modules/ has no module"
 
