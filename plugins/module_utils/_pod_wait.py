@@ -324,8 +324,10 @@ class PodSetWatch:
         self.pods = {}
         for pod in pods:
             self.apply("ADDED", pod, now, live=False)
-        for name in self.names:
-            if name not in self.pods and name in self.known:
+        # A pod known before (an earlier list, or one this call created or deleted) that the list
+        # no longer has is gone: say so at once, it will not come as a watch event.
+        for name in set(self.known) | set(self.seen):
+            if name not in self.pods and self._wanted(name):
                 self._record(name, "deleted", now)
 
     def apply(self, event_type, pod, now, live=True):

@@ -195,3 +195,11 @@ def test_api_transitions_of_a_queued_pod():
 def test_unknown_condition():
     with pytest.raises(ValueError):
         PodSetWatch("ready")
+
+
+def test_a_pod_deleted_before_the_list_is_recorded_gone():
+    watch = PodSetWatch("deleted", record_all=True)
+    watch.mark("gpu-demo-hold", "deleting", 10.0)
+    watch.load([], now=10.2)
+    assert watch.transitions()["gpu-demo-hold"] == {"deleting": 10.0, "deleted": 10.2}
+    assert watch.verdict()[0] == MET

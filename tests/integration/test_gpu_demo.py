@@ -1,0 +1,253 @@
+"""playbooks/gpu_demo.yml -i inventory/sim on the simulated cluster, one topology per test.
+
+Every test asserts that the node ends as it began (the ledger, the pods on the node) and that no
+pod of the run remains, whatever the outcome.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+import xml.dom.minidom
+from pathlib import Path
+
+import pytest
+
+SEED_UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
+NAMESPACE = "gpu-operator"
+MANAGED = "app.kubernetes.io/managed-by=gpuops.scheduling"
+
+
+def ledger(sim, node: str = "prod102") -> dict:
+    """allocatable / requested nvidia.com/gpu and the pods bound to the node, as kubectl sees them."""
+    node_object = json.loads(sim.kubectl("get", "node", node, "-o", "json").stdout)
+    pods = json.loads(sim.kubectl("get", "pods", "-A", "-o", "json", "--field-selector", f"spec.nodeName={node}").stdout)
+    requested = 0
+    names = []
+    for pod in pods["items"]:
+        if pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        names.append(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+        for container in pod["spec"]["containers"]:
+            requested += int((container.get("resources", {}).get("limits") or {}).get("nvidia.com/gpu", 0))
+    return {"allocatable": node_object["status"].get("allocatable", {}).get("nvidia.com/gpu"),
+            "requested": requested, "pods": sorted(names)}
+
+
+def demo_pods(sim) -> list:
+    return sim.kubectl("get", "pods", "-A", "-l", MANAGED, "-o", "name").stdout.split()
+
+
+class Run:
+    def __init__(self, process: subprocess.CompletedProcess, report_dir: Path, run_id: str):
+        self.process = process
+        self.output = process.stdout + process.stderr
+        self.rc = process.returncode
+        files = sorted(report_dir.glob(f"gpu-demo-prod102-{run_id}.json"))
+        self.result = json.loads(files[0].read_text()) if files else None
+        self.markdown = (report_dir / f"gpu-demo-prod102-{run_id}.md")
+        self.svg = (report_dir / f"gpu-demo-prod102-{run_id}.svg")
+
+    def check(self, check_id: str) -> dict:
+        return next(item for item in self.result["checks"] if item["id"] == check_id)
+
+
+def demo_vars(sim, tmp_path: Path, run_id: str, **extra) -> dict:
+    # inventory/sim names the default sim's kubeconfig and health URL; these follow the sim the
+    # fixture started (GPUOPS_SIM_DIR / GPUOPS_SIM_PORT_OFFSET run a second one).
+    return {"gpu_demo_report_dir": str(tmp_path), "gpu_demo_run_id": run_id, "gpu_demo_timeout": 30,
+            "gpu_demo_kubeconfig": sim.kubeconfig, "gpu_demo_vllm_health_url": sim.health_url, **extra}
+
+
+def run_demo(sim, tmp_path: Path, extra_vars: dict | None = None, check: bool = False) -> Run:
+    run_id = "it-" + uuid.uuid4().hex[:8]
+    variables = demo_vars(sim, tmp_path, run_id, **(extra_vars or {}))
+    process = sim.playbook("playbooks/gpu_demo.yml", extra_vars=variables, check=check)
+    return Run(process, tmp_path, run_id)
+
+
+@pytest.fixture()
+def topology(sim):
+    """Switch the sim to a topology; afterwards no demo pod may remain and the node must be as found."""
+    state = {}
+
+    def use(name: str) -> dict:
+        sim.use_topology(name)
+        state["before"] = ledger(sim)
+        return state["before"]
+
+    yield use
+    assert demo_pods(sim) == [], "a pod of the run remains"
+    if "before" in state:
+        assert ledger(sim) == state["before"], "the node did not end as it began"
+
+
+def assert_clean_pass(run: Run) -> None:
+    assert run.rc == 0, run.output[-3000:]
+    assert run.result["passed"] is True, run.result["failed_checks"]
+    assert run.result["failed_checks"] == []
+    assert all(check["passed"] for check in run.result["checks"])
+
+
+def test_default_topology_walkthrough(sim, topology, tmp_path):
+    before = topology("default")
+    run = run_demo(sim, tmp_path)
+    assert_clean_pass(run)
+    result = run.result
+    assert result["hold"]["distinct_uuids"] == [SEED_UUID]
+    assert result["queue"]["evidence"]["uuids"] == [SEED_UUID]
+    assert result["before"]["allocatable"] == 1 and result["during"]["free"] == 0
+    assert result["after"]["requested"] == 0 and before["requested"] == 0
+    assert result["before"]["vllm"]["status"] == 200 and result["after"]["vllm"]["status"] == 200
+    parsed = result["queue"]["failed_scheduling"]["parsed"]
+    assert parsed["insufficient"] == ["nvidia.com/gpu"] and parsed["nodes_total"] == 1
+    # memory in use by others on the card the ledger gave the demo (vLLM, out of the ledger)
+    assert result["hold"]["memory"][0]["used_mib"] > 0 and result["hold"]["memory"][0]["total_mib"] == 97871
+    messages = [(event["reason"], event["message"]) for event in result["events"]]
+    assert ("Scheduled", "Successfully assigned gpu-operator/gpu-demo-hold to prod102") in messages
+    assert ("Scheduled", "Successfully assigned gpu-operator/gpu-demo-queue to prod102") in messages
+    assert any(reason == "FailedScheduling" and "1 Insufficient nvidia.com/gpu" in text for reason, text in messages)
+    assert {"Pulled", "Created", "Started"} <= {reason for reason, _text in messages}
+    durations = result["durations"]
+    assert 0 < durations["occupied_window"] < durations["total"]
+    # the human report tells the run's own events and ledger lines; the timeline is valid SVG
+    markdown = run.markdown.read_text()
+    assert "Successfully assigned gpu-operator/gpu-demo-hold to prod102" in markdown
+    assert f"GPU 0: NVIDIA H20 (UUID: {SEED_UUID})" in markdown
+    assert "nvidia.com/gpu     1           1" in markdown
+    assert run.svg.name in markdown
+    xml.dom.minidom.parse(str(run.svg))
+
+
+def test_chinese_report(sim, topology, tmp_path):
+    topology("default")
+    run = run_demo(sim, tmp_path, {"gpu_demo_report_lang": "zh"})
+    assert_clean_pass(run)
+    markdown = run.markdown.read_text()
+    assert "第一个任务：占住名额" in markdown and "调度器的原话" in markdown
+    assert "0/1 nodes are available: 1 Insufficient nvidia.com/gpu." in markdown
+
+
+def test_four_gpus_hold_takes_four_and_queue_gets_one_of_them(sim, topology, tmp_path):
+    topology("four-gpus")
+    run = run_demo(sim, tmp_path)
+    assert_clean_pass(run)
+    hold = run.result["hold"]
+    assert [pod["name"] for pod in hold["pods"]] == [f"gpu-demo-hold-{index}" for index in range(4)]
+    assert len(hold["distinct_uuids"]) == 4 and hold["units_seen"] == 4
+    assert run.result["during"]["free"] == 0 and run.result["during"]["requested"] == 4
+    queue_uuids = run.result["queue"]["evidence"]["uuids"]
+    assert len(queue_uuids) == 1 and queue_uuids[0] in hold["distinct_uuids"]
+
+
+def test_four_gpus_in_one_pod(sim, topology, tmp_path):
+    topology("four-gpus")
+    run = run_demo(sim, tmp_path, {"gpu_demo_hold_mode": "single"})
+    assert_clean_pass(run)
+    assert [pod["name"] for pod in run.result["hold"]["pods"]] == ["gpu-demo-hold"]
+    assert len(run.result["hold"]["pods"][0]["unit_uuids"]) == 4
+
+
+def test_device_plugin_rejecting_requests_above_one(sim, topology, tmp_path):
+    """time-slicing with failRequestsGreaterThanOne: 8 units on 2 GPUs; one pod per unit works."""
+    topology("time-slicing")
+    run = run_demo(sim, tmp_path)
+    assert_clean_pass(run)
+    hold = run.result["hold"]
+    assert hold["units_seen"] == 8 and len(hold["distinct_uuids"]) == 2 and hold["replicas"] == 4
+
+
+def test_one_pod_asking_for_every_unit_is_rejected_at_admission(sim, topology, tmp_path):
+    topology("time-slicing")
+    run = run_demo(sim, tmp_path, {"gpu_demo_hold_mode": "single"})
+    assert run.rc != 0
+    assert "hold_running" in run.result["failed_checks"]
+    assert "UnexpectedAdmissionError" in run.check("hold_running")["detail"]
+    assert run.check("run_pods_gone")["passed"] and run.check("ledger_restored")["passed"]
+
+
+def test_visible_devices_unset_with_cdi(sim, topology, tmp_path):
+    topology("cdi")
+    run = run_demo(sim, tmp_path)
+    assert_clean_pass(run)
+    hold = run.result["hold"]
+    assert hold["visible_devices_modes"] == ["unset"] and len(hold["distinct_uuids"]) == 2
+    assert "legitimate with CDI" in run.check("hold_env_corroborates")["detail"]
+
+
+def test_busy_node_is_refused_and_nothing_is_created(sim, topology, tmp_path):
+    before = topology("busy")
+    run = run_demo(sim, tmp_path)
+    assert run.rc != 0
+    assert run.result["failed_checks"] == ["node_not_busy"]
+    assert "held by inference/llm-prod-0" in run.result["failure"]["message"]
+    assert run.result["timeline"]["transitions"] == {}
+    assert "inference/llm-prod-0" in before["pods"]
+
+
+def test_node_without_gpus_is_a_clear_error(sim, topology, tmp_path):
+    topology("no-gpu")
+    run = run_demo(sim, tmp_path)
+    assert run.rc != 0
+    assert run.result["failed_checks"] == ["node_found"]
+    assert "node prod102 advertises none of nvidia.com/gpu" in run.result["failure"]["message"]
+    assert "node prod102 advertises none of nvidia.com/gpu" in run.output
+
+
+def test_check_mode_creates_nothing(sim, topology, tmp_path):
+    topology("default")
+    watch = subprocess.Popen([sim.kubectl_path, "--kubeconfig", sim.kubeconfig, "get", "pods", "-A", "-l", MANAGED,
+                              "--watch", "-o", "name"], stdout=subprocess.PIPE, text=True)
+    try:
+        run = run_demo(sim, tmp_path, check=True)
+    finally:
+        watch.terminate()
+    seen, _ = watch.communicate(timeout=10)
+    assert run.rc == 0, run.output[-3000:]
+    assert seen.strip() == "", f"check mode created pods: {seen}"
+    assert "would_create" in run.output and "gpu-demo-hold" in run.output
+    assert not list(tmp_path.iterdir()), "check mode wrote report files"
+
+
+def test_failure_mid_run_deletes_every_pod_and_names_the_failed_check(sim, topology, tmp_path):
+    """Once the queue pod waits, a higher-priority pod of the test queues for the same GPU: it gets the
+    unit the hold releases, so the queue pod never runs."""
+    topology("default")
+    blocker_class = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                     "metadata": {"name": "it-blocker"}, "value": 1000, "preemptionPolicy": "Never"}
+    blocker = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "it-blocker", "namespace": "default"},
+               "spec": {"priorityClassName": "it-blocker", "nodeSelector": {"kubernetes.io/hostname": "prod102"},
+                        "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
+                                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    sim.kubectl("apply", "-f", "-", input=json.dumps(blocker_class))
+    run_id = "it-" + uuid.uuid4().hex[:8]
+    command = [str(Path(sim.env["PATH"].split(":")[0]) / "ansible-playbook"), "playbooks/gpu_demo.yml", "-i",
+               "inventory/sim", "-e", json.dumps(demo_vars(sim, tmp_path, run_id, gpu_demo_timeout=8))]
+    process = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[2], env=sim.env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            phase = sim.kubectl("-n", NAMESPACE, "get", "pod", "gpu-demo-queue", "-o", "jsonpath={.status.phase}",
+                                check=False)
+            if phase.returncode == 0 and phase.stdout == "Pending":
+                break
+            assert process.poll() is None, process.stdout.read()
+            time.sleep(0.05)
+        sim.kubectl("apply", "-f", "-", input=json.dumps(blocker))
+        output, _ = process.communicate(timeout=300)
+        assert process.returncode != 0, output[-3000:]
+        run = Run(subprocess.CompletedProcess(command, process.returncode, output, ""), tmp_path, run_id)
+        assert "queue_ran_on_node" in run.result["failed_checks"]
+        assert run.result["failure"]["task"].startswith("Release")
+        assert run.check("run_pods_gone")["passed"]
+        # the blocker still holds the unit: the node is not as it was found, and the report says so
+        assert not run.check("ledger_restored")["passed"]
+        assert demo_pods(sim) == []
+        assert "queue_ran_on_node" in run.markdown.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        sim.kubectl("delete", "pod", "-n", "default", "it-blocker", "--ignore-not-found", "--wait=true")
+        sim.kubectl("delete", "priorityclass", "it-blocker", "--ignore-not-found")
