@@ -1,0 +1,66 @@
+"""Fleet pre-flight: playbooks/gpu_demo.yml over 1, 10 and 50 fake GPU nodes, nodes in parallel.
+
+The documented parallel setting: `-e gpu_demo_parallel=true` (every node in one batch) with
+`--forks` = the number of nodes at once. Each fleet is a topology of N one-GPU nodes on the default
+simulated cluster; the default topology is put back afterwards.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+SIMCTL = [sys.executable, str(CHECKOUT / "tests" / "sim" / "simctl.py")]
+
+
+def topology(count: int) -> dict:
+    return {"nodes": [{"name": f"fleet-{index:03d}", "gpu": {"product": "NVIDIA H20", "count": 1}} for index in range(count)]}
+
+
+def inventory(count: int, sim: dict) -> dict:
+    hosts = {f"fleet-{index:03d}": None for index in range(count)}
+    return {"gpu_nodes": {"hosts": hosts, "vars": {
+        "ansible_connection": "local", "gpu_demo_kubeconfig": sim["kubeconfig"],
+        "gpu_demo_vllm_health_url": sim["health_url"], "gpu_demo_write_report": False}}}
+
+
+def run_fleet(count: int, forks: int, sim: dict, workdir: Path) -> dict:
+    topology_file = workdir / f"fleet-{count}.yaml"
+    topology_file.write_text(yaml.safe_dump(topology(count)))
+    inventory_file = workdir / f"fleet-{count}-inventory.yml"
+    inventory_file.write_text(yaml.safe_dump(inventory(count, sim)))
+    subprocess.run([*SIMCTL, "topology", str(topology_file)], check=True, stdout=subprocess.DEVNULL)
+    env = {**os.environ, "ANSIBLE_CONFIG": str(CHECKOUT / "ansible.cfg"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+    started = time.monotonic()
+    result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "playbooks/gpu_demo.yml", "-i", str(inventory_file),
+                             "-e", "gpu_demo_parallel=true", "--forks", str(min(forks, count))],
+                            cwd=CHECKOUT, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    if result.returncode != 0:
+        raise RuntimeError(f"fleet of {count} failed:\n{result.stdout[-4000:]}")
+    return {"nodes": count, "forks": min(forks, count), "seconds": seconds, "nodes_per_minute": count * 60 / seconds}
+
+
+def main(counts=(1, 10, 50), forks: int = 10) -> list:
+    sim = json.loads((CHECKOUT / ".sim" / "env.json").read_text())
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="gpuops-fleet-") as workdir:
+        try:
+            for count in counts:
+                rows.append(run_fleet(count, forks, sim, Path(workdir)))
+                print(f"[bench] fleet {rows[-1]}", flush=True)
+        finally:
+            subprocess.run([*SIMCTL, "topology", "default"], check=True, stdout=subprocess.DEVNULL)
+    return rows
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(), indent=2))

@@ -1,0 +1,99 @@
+"""`make bench`: every benchmark in one run, a table on stdout, results and a plot in bench/results/.
+
+  1. occupied window and whole run: playbooks/gpu_demo.yml against the kubectl reference script
+  2. ledger at scale: gpu_ledger_facts over 100 / 500 / 2,000 fake GPU nodes (10 pods each)
+  3. fleet pre-flight: the playbook over 1 / 10 / 50 fake GPU nodes in parallel
+
+Usage: run.py [--only window ledger fleet] [--runs 5]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fleet  # noqa: E402  pylint: disable=wrong-import-position
+import ledger_scale  # noqa: E402  pylint: disable=wrong-import-position
+import occupied_window  # noqa: E402  pylint: disable=wrong-import-position
+import plot  # noqa: E402  pylint: disable=wrong-import-position
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TARGETS = {"occupied_ratio": 1.2, "total_ratio": 1.5, "ledger_2000_s": 2.0, "ledger_list_calls": 3, "fleet_50_s": 180}
+
+
+def machine() -> dict:
+    versions = {}
+    ansible = subprocess.run([str(ledger_scale.VENV_BIN / "ansible"), "--version"], capture_output=True, text=True,
+                             check=False).stdout.splitlines()[0]
+    versions.update({"ansible": ansible, "python": platform.python_version()})
+    env_file = ledger_scale.CHECKOUT / ".sim" / "env.json"
+    if env_file.exists():
+        sim = json.loads(env_file.read_text())
+        versions.update(kubernetes=sim["kubernetes_version"], etcd=sim["etcd_version"])
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "cpus": os.cpu_count(),
+            "machine": platform.machine(), "kernel": platform.release(), "versions": versions}
+
+
+def table(results: dict) -> str:
+    lines = []
+    window = results.get("window")
+    if window:
+        median = window["median"]
+        lines += ["| occupied window (median of %d) | playbook | kubectl reference | ratio | target |" % window["runs"],
+                  "| --- | ---: | ---: | ---: | ---: |",
+                  "| GPUs held | %.2f s | %.2f s | %.2f | <= %.1f |" % (median["playbook"]["occupied_s"], median["kubectl"]["occupied_s"],
+                                                                    window["occupied_ratio"], TARGETS["occupied_ratio"]),
+                  "| whole run | %.2f s | %.2f s | %.2f | <= %.1f |" % (median["playbook"]["total_s"], median["kubectl"]["total_s"],
+                                                                    window["total_ratio"], TARGETS["total_ratio"]), ""]
+    if results.get("ledger"):
+        lines += ["| ledger: nodes | pods | module task | read + sums | list calls | HTTP requests | peak MiB |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += ["| %(nodes)d | %(pods)d | %(module_task_s).2f s | %(read_and_sum_s).2f s | %(list_calls)d | %(http_requests)d | %(peak_mib).0f |" % row
+                  for row in results["ledger"]]
+        lines.append("")
+    if results.get("fleet"):
+        lines += ["| fleet: nodes | forks | seconds | nodes / minute |", "| ---: | ---: | ---: | ---: |"]
+        lines += ["| %(nodes)d | %(forks)d | %(seconds).1f | %(nodes_per_minute).1f |" % row for row in results["fleet"]]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=["window", "ledger", "fleet"], default=["window", "ledger", "fleet"])
+    parser.add_argument("--runs", type=int, default=5)
+    options = parser.parse_args()
+    results = {"machine": machine()}
+    if "window" in options.only:
+        results["window"] = occupied_window.main(options.runs)
+    if "ledger" in options.only:
+        results["ledger"] = ledger_scale.main()
+    if "fleet" in options.only:
+        results["fleet"] = fleet.main()
+    RESULTS.mkdir(exist_ok=True)
+    stamp = results["machine"]["date"].replace(":", "").replace("+0000", "Z")
+    (RESULTS / f"{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")
+    summary = table(results)
+    (RESULTS / f"{stamp}.md").write_text(f"# Benchmark {results['machine']['date']}\n\n{json.dumps(results['machine'])}\n\n{summary}\n")
+    panels = []
+    if results.get("ledger"):
+        panels.append(("gpu_ledger_facts at scale", "pods (10 per node)", "seconds", {
+            "module task": [(row["pods"], row["module_task_s"]) for row in results["ledger"]],
+            "read + sums": [(row["pods"], row["read_and_sum_s"]) for row in results["ledger"]]}))
+    if results.get("fleet"):
+        panels.append(("fleet pre-flight", "nodes", "seconds", {
+            "playbook, parallel": [(row["nodes"], row["seconds"]) for row in results["fleet"]]}))
+    if panels:
+        (RESULTS / f"{stamp}.svg").write_text(plot.chart(panels))
+    print(summary)
+    print(f"\n[bench] results in {RESULTS}/{stamp}.{{json,md,svg}}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
