@@ -196,7 +196,7 @@ def parse_failed_scheduling(message):
     if result is None:
         fmt = "unknown"
         result = {"nodes_total": None, "nodes_available": None, "reasons": {}, "insufficient": [],
-                  "messages": [sentence for sentence in _sentences(main)]}
+                  "messages": list(_sentences(main))}
     result["message"] = message
     result["format"] = fmt
     result["preemption"] = preemption

@@ -254,15 +254,7 @@ EXAMPLES = r"""
       - app.kubernetes.io/managed-by=gpuops.scheduling
       - gpuops.scheduling/node=prod102
     delete_matching: true
-    dry_run:
-    description:
-      - Make O(create), O(delete) and O(delete_matching) server-side dry runs (as in check mode) and do
-        not wait. The API server validates and admits each manifest without storing it, which shows
-        what it would make of it (RV(admitted)) - priority and preemption policy from the
-        PriorityClass, defaults, admission errors - before anything is created.
-    type: bool
-    default: false
-  warn_on_delete: true
+    warn_on_delete: true
     condition: deleted
     events: true
 """
@@ -413,7 +405,7 @@ elapsed:
 met:
   description:
     - Whether everything asked for was done and the condition reached. False on failure, so that a task
-      with C(failed_when: false) can judge the outcome itself.
+      that sets C(failed_when) to false can judge the outcome itself.
   returned: always
   type: bool
   sample: true

@@ -203,7 +203,7 @@ def test_check_mode_creates_nothing(sim, topology, tmp_path):
         run = run_demo(sim, tmp_path, check=True)
     finally:
         watch.terminate()
-    seen, _ = watch.communicate(timeout=10)
+    seen = watch.communicate(timeout=10)[0]
     assert run.rc == 0, run.output[-3000:]
     assert seen.strip() == "", f"check mode created pods: {seen}"
     assert "would_create" in run.output and "gpu-demo-hold" in run.output
@@ -236,7 +236,7 @@ def test_failure_mid_run_deletes_every_pod_and_names_the_failed_check(sim, topol
             assert process.poll() is None, process.stdout.read()
             time.sleep(0.05)
         sim.kubectl("apply", "-f", "-", input=json.dumps(blocker))
-        output, _ = process.communicate(timeout=300)
+        output = process.communicate(timeout=300)[0]
         assert process.returncode != 0, output[-3000:]
         run = Run(subprocess.CompletedProcess(command, process.returncode, output, ""), tmp_path, run_id)
         assert "queue_ran_on_node" in run.result["failed_checks"]

@@ -117,8 +117,8 @@ def test_merge_prefers_live_observations():
     first = {"transitions": {"q": {"created": 100.0, "scheduled": 104.0}}, "exact": {"q": []}}
     second = {"transitions": {"q": {"scheduled": 104.35, "succeeded": 104.6}}, "exact": {"q": ["scheduled"]}}
     third = {"transitions": {"q": {"scheduled": 104.9}}, "exact": {"q": []}}
-    assert merge_transitions([first, second, third, None]) == {"q": {"created": 100.0, "scheduled": 104.35,
-                                                                    "succeeded": 104.6}}
+    expected = {"q": {"created": 100.0, "scheduled": 104.35, "succeeded": 104.6}}
+    assert merge_transitions([first, second, third, None]) == expected
 
 
 def test_demo_timeline():

@@ -121,8 +121,8 @@ def test_describe_names_the_reason():
     assert text == 'Pending on prod102 (ImagePullBackOff: Back-off pulling image "x")'
     assert "UnexpectedAdmissionError" in describe(summarize(pod(phase="Failed", reason="UnexpectedAdmissionError")))
     assert "Unschedulable: 0/1 nodes" in describe(summarize(pod(scheduled="Unschedulable")))
-    assert "exit code 1" in describe(summarize(pod(phase="Failed", container=("terminated",
-                                                                            {"reason": "Error", "exitCode": 1}))))
+    terminated = ("terminated", {"reason": "Error", "exitCode": 1})
+    assert "exit code 1" in describe(summarize(pod(phase="Failed", container=terminated)))
 
 
 def test_watch_by_names_follows_events():
@@ -154,8 +154,8 @@ def test_watch_ignores_other_pods_and_counts_selector_matches():
 
 def test_watch_fails_fast_on_a_hopeless_pod():
     watch = PodSetWatch("running", names=["gpu-demo-hold-0", "gpu-demo-hold-1"])
-    watch.load([pod("gpu-demo-hold-0"), pod("gpu-demo-hold-1", phase="Failed", node="prod102",
-                                               reason="UnexpectedAdmissionError")], now=1.0)
+    rejected = pod("gpu-demo-hold-1", phase="Failed", node="prod102", reason="UnexpectedAdmissionError")
+    watch.load([pod("gpu-demo-hold-0"), rejected], now=1.0)
     state, message = watch.verdict()
     assert state == HOPELESS
     assert message.startswith("pod gpu-demo-hold-1 will not become running: it failed: Failed on prod102 "
