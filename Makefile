@@ -45,8 +45,8 @@ lint: setup ## ansible-lint, production profile
 sanity: setup ## ansible-test sanity on a copy laid out as ansible_collections/gpuops/scheduling
 	@bash tests/sanity.sh
 
-unit: setup ## Unit tests of the pure logic
-	@$(PY) -m pytest -q tests/unit
+unit: setup ## Unit tests of the pure logic, and the built collection's packaging
+	@$(PY) -m pytest -q tests/unit tests/packaging
 
 integration: sim-up ## Integration tests against the simulated cluster
 	@$(PY) -m pytest -q tests/integration
