@@ -264,8 +264,19 @@ def event_timeline(events, pods=None, since=None):
         })
     order = {"FailedScheduling": 0, "Scheduled": 1, "Pulling": 2, "Pulled": 3, "Created": 4, "Started": 5,
              "Killing": 6}
-    # Within one second, the order a pod lives its events (Scheduled before Pulled, ...): the
-    # scheduler's and the kubelet's clocks and event recorders do not order them more finely.
-    rows.sort(key=lambda row: (int(row["at_epoch"] or 0), row["pod"] or "", order.get(row["reason"], 9),
-                               row["at_epoch"] or 0))
+    # The kubelet can record its first events a few milliseconds before the scheduler's Scheduled
+    # event of the same pod is written: nothing happens on a node before the pod is bound to it.
+    scheduled = {}
+    for row in rows:
+        if row["reason"] == "Scheduled" and row["at_epoch"] is not None:
+            scheduled.setdefault(row["pod"], row["at_epoch"])
+    for row in rows:
+        moment = row["at_epoch"] or 0
+        bound = scheduled.get(row["pod"])
+        if bound is not None and order.get(row["reason"], 9) > 1 and moment < bound:
+            moment = bound
+        row["_sort"] = (moment, order.get(row["reason"], 9), row["at_epoch"] or 0)
+    rows.sort(key=lambda row: row["_sort"])
+    for row in rows:
+        del row["_sort"]
     return rows

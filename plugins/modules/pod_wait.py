@@ -40,7 +40,7 @@ options:
         deleted (which satisfies only O(condition=deleted)).
       - With O(label_selectors) as well, every matching pod is followed and reported (its transitions
         recorded), but only these must reach the condition.
-      - At least one of O(names) and O(label_selectors) is required.
+      - At least one of O(names) and O(label_selectors) is required (in each step, with O(steps)).
     type: list
     elements: str
   label_selectors:
@@ -71,6 +71,69 @@ options:
         not already being deleted).
     type: bool
     default: false
+  steps:
+    description:
+      - Several steps in one call, in order; the module stops at the first step that fails. Each step
+        takes the options below; an option a step leaves out is the module's own.
+      - A task costs about a second of module start-up, during which nothing happens on the cluster.
+        While pods hold GPUs, run the steps that depend on each other as one call.
+      - Returns RV(steps) instead of the single-step return values.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: A name for the step, in RV(steps[].name) and in error messages.
+        type: str
+      names:
+        description: As O(names).
+        type: list
+        elements: str
+      label_selectors:
+        description: As O(label_selectors).
+        type: list
+        elements: str
+      create:
+        description: As O(create).
+        type: list
+        elements: dict
+      delete:
+        description: As O(delete).
+        type: list
+        elements: str
+      delete_matching:
+        description: As O(delete_matching).
+        type: bool
+      warn_on_delete:
+        description: As O(warn_on_delete).
+        type: bool
+      count:
+        description: As O(count).
+        type: int
+      condition:
+        description: As O(condition).
+        type: str
+        choices: [running, scheduled, unschedulable, succeeded, finished, deleted]
+      node:
+        description: As O(node).
+        type: str
+      timeout:
+        description: As O(timeout), for this step.
+        type: int
+      fail_on_unschedulable:
+        description: As O(fail_on_unschedulable).
+        type: bool
+      logs:
+        description: As O(logs).
+        type: bool
+      log_ready_pattern:
+        description: As O(log_ready_pattern).
+        type: str
+      events:
+        description: As O(events); the events of the pods that earlier steps saw are included.
+        type: bool
+      ledger_node:
+        description: As O(ledger_node).
+        type: str
   dry_run:
     description:
       - Make O(create), O(delete) and O(delete_matching) server-side dry runs (as in check mode) and do
@@ -247,6 +310,33 @@ EXAMPLES = r"""
     node: prod102
     logs: true
 
+- name: Hold, queue and release in one call, so that the GPUs are held only as long as the steps take
+  gpuops.scheduling.pod_wait:
+    namespace: gpu-operator
+    label_selectors: [gpuops.scheduling/run-id=20261012T080102-prod102]
+    node: prod102
+    steps:
+      - name: hold
+        create: "{{ hold_manifests }}"
+        names: [gpu-demo-hold]
+        condition: running
+        log_ready_pattern: "gpuops: evidence complete"
+        fail_on_unschedulable: true
+      - name: queue
+        create: "{{ queue_manifests }}"
+        names: [gpu-demo-queue]
+        condition: unschedulable
+        ledger_node: prod102
+      - name: release
+        delete: [gpu-demo-hold]
+        names: [gpu-demo-queue]
+        condition: succeeded
+        logs: true
+      - name: delete
+        delete_matching: true
+        condition: deleted
+  register: walk
+
 - name: Remove every pod of earlier runs on this node, with a warning, and wait until they are gone
   gpuops.scheduling.pod_wait:
     namespace: gpu-operator
@@ -262,14 +352,14 @@ EXAMPLES = r"""
 RETURN = r"""
 condition:
   description: The condition waited for.
-  returned: always
+  returned: unless O(steps) is set
   type: str
   sample: running
 pods:
   description:
     - The pods, as last seen - those of O(names) first, in that order, then the other pods followed
       (matching O(label_selectors)), by name.
-  returned: always
+  returned: unless O(steps) is set
   type: list
   elements: dict
   contains:
@@ -339,12 +429,12 @@ transitions:
   description:
     - Per pod, the epoch time of each transition known (created, unschedulable, scheduled, running,
       succeeded, failed, deleting, deleted).
-  returned: always
+  returned: unless O(steps) is set
   type: dict
   sample: {"gpu-demo-hold": {"created": 1791792062.0, "scheduled": 1791792062.412, "running": 1791792063.105}}
 exact:
   description: Per pod, the transitions this wait saw happen (the others come from API timestamps).
-  returned: always
+  returned: unless O(steps) is set
   type: dict
   sample: {"gpu-demo-hold": ["running", "scheduled"]}
 failed_scheduling:
@@ -372,18 +462,18 @@ admitted:
   description:
     - Per pod O(create) created (or would create), what the API server admitted - C(priority),
       C(priority_class_name), C(preemption_policy) (from the PriorityClass), C(node_selector), C(tolerations).
-  returned: always
+  returned: unless O(steps) is set
   type: dict
   sample: {"gpu-demo-hold": {"priority": 0, "priority_class_name": "gpuops-preflight-no-preempt", "preemption_policy": "Never"}}
 created:
   description: Names of the pods this call created (or would create, in check mode).
-  returned: always
+  returned: unless O(steps) is set
   type: list
   elements: str
   sample: [gpu-demo-queue]
 deleted:
   description: Names of the pods this call deleted (or would delete, in check mode).
-  returned: always
+  returned: unless O(steps) is set
   type: list
   elements: str
   sample: [gpu-demo-hold]
@@ -402,6 +492,19 @@ elapsed:
   returned: always
   type: float
   sample: 2.667
+steps:
+  description:
+    - With O(steps), one result per step that ran (the last one failed when the module failed), each with
+      the single-step return values above (RV(pods), RV(transitions), RV(failed_scheduling), ...) and C(name).
+  returned: when O(steps) is set
+  type: list
+  elements: dict
+  sample: [{"name": "hold", "met": true, "condition": "running", "elapsed": 0.31, "pods": []}]
+failed_step:
+  description: With O(steps), the name of the step that failed, null on success.
+  returned: when O(steps) is set
+  type: str
+  sample: null
 met:
   description:
     - Whether everything asked for was done and the condition reached. False on failure, so that a task
@@ -786,21 +889,21 @@ class PodWaiter:
         return result
 
 
-def run(module, api, reader=None):
-    params = module.params
-    waiter = PodWaiter(api, params, check_mode=module.check_mode)
+def run_step(params, api, reader, check_mode, warn):
+    """One step (create, delete, wait, read): (result, error message or None)."""
+    waiter = PodWaiter(api, params, check_mode=check_mode)
     condition = params["condition"]
     writes = bool(params["create"] or params["delete"] or params["delete_matching"])
     try:
         waiter.delete()
         waiter.create()
         if params["warn_on_delete"] and waiter.deleted:
-            module.warn("deleted {0} pod(s) in namespace {1}: {2}".format(
+            warn("deleted {0} pod(s) in namespace {1}: {2}".format(
                 len(waiter.deleted), params["namespace"], ", ".join(waiter.deleted)))
         if waiter.dry_run and writes:
             # Dry-run writes changed nothing: there is nothing to wait for.
             waiter.list_pods()
-            return waiter.result()
+            return waiter.result(), None
         with explain_api_errors("watch pods in namespace {0}".format(params["namespace"]), waiter.host):
             waiter.wait()
         if condition == "unschedulable":
@@ -818,8 +921,70 @@ def run(module, api, reader=None):
             except K8sApiError:
                 # The wait's own failure is the news; a missing event list must not hide it.
                 pass
-        module.fail_json(msg=str(error), **waiter.result(error=str(error)))
-    return waiter.result()
+        return waiter.result(error=str(error)), str(error)
+    return waiter.result(), None
+
+
+def run(module, api, reader=None):
+    result, error = run_step(module.params, api, reader, module.check_mode, module.warn)
+    if error:
+        module.fail_json(msg=error, **result)
+    return result
+
+
+def run_steps(module, api, reader=None):
+    """O(steps): each step's options over the module's own, in order, until one fails."""
+    started = time.time()
+    results = []
+    error = None
+    seen_uids = []
+    for index, step in enumerate(module.params["steps"]):
+        params = dict(module.params)
+        params.update((key, value) for key, value in step.items() if value is not None)
+        # A step's events include those of pods earlier steps saw, which may be gone by now.
+        params["event_pod_uids"] = list(params["event_pod_uids"] or []) + seen_uids
+        result, error = run_step(params, api, reader, module.check_mode, module.warn)
+        seen_uids += [pod["uid"] for pod in result["pods"] if pod.get("uid") and pod["uid"] not in seen_uids]
+        result["name"] = step.get("name") or str(index)
+        results.append(result)
+        if error:
+            error = "step {0}: {1}".format(result["name"], error)
+            break
+    finished = time.time()
+    summary = {
+        "steps": results,
+        "met": error is None,
+        "error": error,
+        "failed_step": results[-1]["name"] if error else None,
+        "changed": any(result["changed"] for result in results),
+        "started_at": iso(started),
+        "finished_at": iso(finished),
+        "elapsed": round(finished - started, 3),
+        "api_requests": sum(result["api_requests"] for result in results),
+    }
+    if error:
+        module.fail_json(msg=error, **summary)
+    return summary
+
+
+STEP_OPTIONS = dict(
+    name=dict(type="str"),
+    names=dict(type="list", elements="str"),
+    label_selectors=dict(type="list", elements="str"),
+    create=dict(type="list", elements="dict"),
+    delete=dict(type="list", elements="str"),
+    delete_matching=dict(type="bool"),
+    warn_on_delete=dict(type="bool"),
+    count=dict(type="int"),
+    condition=dict(type="str", choices=list(CONDITIONS)),
+    node=dict(type="str"),
+    timeout=dict(type="int"),
+    fail_on_unschedulable=dict(type="bool"),
+    logs=dict(type="bool"),
+    log_ready_pattern=dict(type="str"),
+    events=dict(type="bool"),
+    ledger_node=dict(type="str"),
+)
 
 
 def main():
@@ -846,20 +1011,25 @@ def main():
         event_pod_uids=dict(type="list", elements="str", default=[]),
         ledger_node=dict(type="str"),
         ledger_resources=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
+        steps=dict(type="list", elements="dict", options=STEP_OPTIONS),
     )
-    module = k8s_module(argument_spec=argument_spec, supports_check_mode=True,
-                        required_one_of=[("names", "label_selectors")])
+    module = k8s_module(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
-    if params["delete_matching"] and not params["label_selectors"]:
-        module.fail_json(msg="delete_matching needs label_selectors: pod_wait does not delete a whole namespace")
-    if params["log_ready_pattern"]:
-        try:
-            re.compile(params["log_ready_pattern"])
-        except re.error as error:
-            module.fail_json(msg="log_ready_pattern is not a valid regular expression: {0}".format(error))
+    for index, step in enumerate(params["steps"] or [params]):
+        what = "step {0}: ".format(step.get("name") or index) if params["steps"] else ""
+        if not (step.get("names") or step.get("label_selectors") or params["names"] or params["label_selectors"]):
+            module.fail_json(msg=what + "give names or label_selectors")
+        if step.get("delete_matching") and not (step.get("label_selectors") or params["label_selectors"]):
+            module.fail_json(msg=what + "delete_matching needs label_selectors: pod_wait does not delete a whole namespace")
+        if step.get("log_ready_pattern"):
+            try:
+                re.compile(step["log_ready_pattern"])
+            except re.error as error:
+                module.fail_json(msg=what + "log_ready_pattern is not a valid regular expression: {0}".format(error))
     try:
         client = k8s_client(module)
-        module.exit_json(**run(module, core_v1_api(client), reader=CoreV1Reader(client)))
+        runner = run_steps if params["steps"] else run
+        module.exit_json(**runner(module, core_v1_api(client), reader=CoreV1Reader(client)))
     except K8sApiError as error:
         module.fail_json(msg=str(error))
 

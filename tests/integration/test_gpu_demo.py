@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
+import threading
 import uuid
 import xml.dom.minidom
 from pathlib import Path
@@ -210,8 +210,31 @@ def test_check_mode_creates_nothing(sim, topology, tmp_path):
     assert not list(tmp_path.iterdir()), "check mode wrote report files"
 
 
+def occupy_when_hold_runs(sim, blocker: dict, stop: threading.Event) -> threading.Thread:
+    """Create ``blocker`` the moment a hold pod runs: a watch, because the demo holds the node for well
+    under a second."""
+    from kubernetes import client, config, watch  # pylint: disable=import-outside-toplevel
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=sim.kubeconfig))
+
+    def run():
+        stream = watch.Watch()
+        for event in stream.stream(api.list_namespaced_pod, NAMESPACE, label_selector="gpuops.scheduling/role=hold",
+                                   timeout_seconds=120):
+            if stop.is_set():
+                break
+            if event["object"].status.phase == "Running":
+                api.create_namespaced_pod("default", blocker)
+                break
+        stream.stop()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_failure_mid_run_deletes_every_pod_and_names_the_failed_check(sim, topology, tmp_path):
-    """Once the queue pod waits, a higher-priority pod of the test queues for the same GPU: it gets the
+    """While the hold runs, a higher-priority pod of the test queues for the same GPU: it gets the
     unit the hold releases, so the queue pod never runs."""
     topology("default")
     blocker_class = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
@@ -221,33 +244,21 @@ def test_failure_mid_run_deletes_every_pod_and_names_the_failed_check(sim, topol
                         "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
     sim.kubectl("apply", "-f", "-", input=json.dumps(blocker_class))
-    run_id = "it-" + uuid.uuid4().hex[:8]
-    command = [str(Path(sim.env["PATH"].split(":")[0]) / "ansible-playbook"), "playbooks/gpu_demo.yml", "-i",
-               "inventory/sim", "-e", json.dumps(demo_vars(sim, tmp_path, run_id, gpu_demo_timeout=8))]
-    process = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[2], env=sim.env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    stop = threading.Event()
+    watcher = occupy_when_hold_runs(sim, blocker, stop)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            phase = sim.kubectl("-n", NAMESPACE, "get", "pod", "gpu-demo-queue", "-o", "jsonpath={.status.phase}",
-                                check=False)
-            if phase.returncode == 0 and phase.stdout == "Pending":
-                break
-            assert process.poll() is None, process.stdout.read()
-            time.sleep(0.05)
-        sim.kubectl("apply", "-f", "-", input=json.dumps(blocker))
-        output = process.communicate(timeout=300)[0]
-        assert process.returncode != 0, output[-3000:]
-        run = Run(subprocess.CompletedProcess(command, process.returncode, output, ""), tmp_path, run_id)
-        assert "queue_ran_on_node" in run.result["failed_checks"]
+        run = run_demo(sim, tmp_path, {"gpu_demo_timeout": 8})
+        watcher.join(timeout=10)
+        assert run.rc != 0, run.output[-3000:]
+        assert "queue_ran_on_node" in run.result["failed_checks"], run.result["failed_checks"]
         assert run.result["failure"]["task"].startswith("Release")
+        assert "timed out after 8s waiting for gpu-demo-queue to be succeeded" in run.check("queue_ran_on_node")["detail"]
         assert run.check("run_pods_gone")["passed"]
         # the blocker still holds the unit: the node is not as it was found, and the report says so
         assert not run.check("ledger_restored")["passed"]
         assert demo_pods(sim) == []
         assert "queue_ran_on_node" in run.markdown.read_text()
     finally:
-        if process.poll() is None:
-            process.kill()
+        stop.set()
         sim.kubectl("delete", "pod", "-n", "default", "it-blocker", "--ignore-not-found", "--wait=true")
         sim.kubectl("delete", "priorityclass", "it-blocker", "--ignore-not-found")

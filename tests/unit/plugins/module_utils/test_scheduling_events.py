@@ -211,3 +211,15 @@ def test_event_timeline_by_name_and_since():
     rows = event_timeline(events, pods=["gpu-demo-hold"], since=1791792000.0)
     assert [row["message"] for row in rows] == ["this run"]
     assert len(event_timeline(events)) == 2
+
+
+def test_event_timeline_keeps_time_order_across_pods_but_binding_first_within_a_pod():
+    events = [
+        _event("hold", "Pulled", "pulled", None, uid="h", component="kubelet", eventTime="2026-10-12T08:01:03.100Z"),
+        _event("hold", "Scheduled", "bound", None, uid="h", eventTime="2026-10-12T08:01:03.102Z"),
+        _event("hold", "Killing", "stop", None, uid="h", component="kubelet", eventTime="2026-10-12T08:01:03.700Z"),
+        _event("queue", "FailedScheduling", SEED, None, uid="q", eventTime="2026-10-12T08:01:03.600Z"),
+    ]
+    rows = event_timeline(events)
+    assert [(row["pod"], row["reason"]) for row in rows] == [
+        ("hold", "Scheduled"), ("hold", "Pulled"), ("queue", "FailedScheduling"), ("hold", "Killing")]

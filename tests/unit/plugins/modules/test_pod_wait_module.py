@@ -308,3 +308,35 @@ def test_ledger_is_read_once_the_condition_holds():
     with pytest.raises(SystemExit):
         pod_wait.run(module, api, reader=FakeReader(node))
     assert "node 'prod999' not found" in module.failed["msg"]
+
+
+class StepModule(FakeModule):
+    def __init__(self, steps, **params):
+        super().__init__(**params)
+        self.params["steps"] = steps
+
+
+def test_steps_run_in_order_and_stop_at_the_first_failure():
+    running = make_pod("h", phase="Running", node="prod102", scheduled=True)
+    api = FakeApi(pods=[running], events=[event("FailedScheduling", SEED, uid="uid-q", name="q")])
+    steps = [
+        {"name": "hold", "names": ["h"], "condition": "running"},
+        {"name": "queue", "names": ["q"], "condition": "unschedulable"},
+        {"name": "never", "names": ["h"], "condition": "deleted"},
+    ]
+    module = StepModule(steps, label_selectors=["run=1"], node="prod102")
+    with pytest.raises(SystemExit):
+        pod_wait.run_steps(module, api)
+    failed = module.failed
+    assert [step["name"] for step in failed["steps"]] == ["hold", "queue"]
+    assert failed["failed_step"] == "queue"
+    assert failed["msg"].startswith("step queue: pod q will not become unschedulable: the pod does not exist")
+    assert failed["steps"][0]["met"] is True and failed["steps"][1]["met"] is False
+
+
+def test_steps_inherit_the_module_options():
+    api = FakeApi(pods=[make_pod("h", phase="Running", node="prod999", scheduled=True)])
+    module = StepModule([{"names": ["h"], "condition": "running"}], node="prod102")
+    with pytest.raises(SystemExit):
+        pod_wait.run_steps(module, api)
+    assert "scheduled on prod999, not on prod102" in module.failed["msg"]
