@@ -82,7 +82,7 @@ options:
     elements: dict
     suboptions:
       name:
-        description: A name for the step, in RV(steps[].name) and in error messages.
+        description: A name for the step, in its result (C(name)) and in error messages.
         type: str
       names:
         description: As O(names).
