@@ -19,7 +19,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._nvidia_smi impo
     parse_query_csv,
     visible_devices_from_env,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._pod_wait import iso
+from ansible_collections.gpuops.scheduling.plugins.module_utils._pod_wait import in_life_order, iso
 
 MIB = 1024 * 1024
 # `nvidia-smi --query-gpu=uuid,memory.used,memory.total --format=csv,noheader`:
@@ -188,7 +188,10 @@ def pod_lanes(transitions, start, end, order=None):
         times = (transitions or {}).get(pod)
         if not times:
             continue
-        marks = sorted((times[key], state) for key, state in _LANE_STATES if times.get(key) is not None)
+        # Equal times (whole-second API timestamps) keep the order a pod lives its states.
+        marks = sorted((times[key], rank, state) for rank, (key, state) in enumerate(_LANE_STATES)
+                       if times.get(key) is not None)
+        marks = [(moment, state) for moment, _rank, state in marks]
         # A pod scheduled at once was never unschedulable; keep the state order the pod lived.
         finish = times.get("deleted", end)
         segments = []
@@ -226,7 +229,9 @@ def merge_transitions(wait_results):
                         exact.setdefault(pod, set()).add(transition)
                     elif known_exact:
                         exact[pod].discard(transition)
-    return merged
+    # A later step's list shows earlier transitions with whole-second API times: keep them after
+    # what was seen exactly.
+    return {pod: in_life_order(times, exact.get(pod, set())) for pod, times in merged.items()}
 
 
 def occupied_window(transitions, holders):

@@ -281,6 +281,26 @@ def observed_transitions(summary):
     return reached
 
 
+def in_life_order(times, exact):
+    """Make a pod's transitions follow each other in the order a pod lives them.
+
+    An API timestamp is truncated to the second, so it can fall before a transition seen exactly
+    (a pod created at .7 s, bound at .71 s, reads as bound at .0 s): such a time is moved up to the
+    transition before it.
+    """
+    ordered = {}
+    previous = None
+    for transition in TRANSITIONS:
+        if transition not in times:
+            continue
+        moment = times[transition]
+        if previous is not None and moment < previous and transition not in exact:
+            moment = previous
+        ordered[transition] = moment
+        previous = moment if previous is None else max(previous, moment)
+    return ordered
+
+
 class PodSetWatch:
     """The state of a set of pods as a list and a watch report it, judged against one condition.
 
@@ -384,10 +404,13 @@ class PodSetWatch:
         for name in sorted(set(self.known) | set(self.seen)):
             summary = self.known.get(name)
             times = api_transitions(summary) if summary else {}
+            exact = set()
             for transition, (moment, live) in self.seen.get(name, {}).items():
                 if live or transition not in times:
                     times[transition] = moment
-            result[name] = times
+                if live:
+                    exact.add(transition)
+            result[name] = in_life_order(times, exact)
         return result
 
     def exact(self):

@@ -136,3 +136,17 @@ def test_occupied_window_spans_first_hold_creation_to_last_pod_gone():
     assert timeline["window"]["seconds"] == 5.0
     assert timeline["window"]["start_offset"] == 1.0
     assert demo_timeline([], 1, {})["window"] is None
+
+
+def test_merge_keeps_inexact_times_after_exact_ones():
+    hold_step = {"transitions": {"h": {"created": 100.9, "scheduled": 100.95}}, "exact": {"h": ["created"]}}
+    queue_step = {"transitions": {"h": {"created": 100.0, "scheduled": 100.0, "running": 100.0}}, "exact": {"h": []}}
+    merged = merge_transitions([hold_step, queue_step])["h"]
+    assert merged["created"] == 100.9
+    assert merged["scheduled"] >= 100.9 and merged["running"] >= merged["scheduled"]
+
+
+def test_lanes_keep_life_order_for_equal_times():
+    lanes = pod_lanes({"h": {"created": 1.0, "scheduled": 1.0, "running": 1.0, "deleted": 2.0}}, 0.0, 3.0)
+    assert [segment["state"] for segment in lanes[0]["segments"]] == ["pending", "starting", "running"]
+    assert lanes[0]["segments"][-1] == {"state": "running", "start": 1.0, "end": 2.0}
