@@ -6,7 +6,9 @@ pod of the run remains, whatever the outcome.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import threading
 import uuid
 import xml.dom.minidom
@@ -262,3 +264,20 @@ def test_failure_mid_run_deletes_every_pod_and_names_the_failed_check(sim, topol
         stop.set()
         sim.kubectl("delete", "pod", "-n", "default", "it-blocker", "--ignore-not-found", "--wait=true")
         sim.kubectl("delete", "priorityclass", "it-blocker", "--ignore-not-found")
+
+
+def test_prod_inventory_reproduces_the_walkthrough_cluster():
+    """Only parsed, never used: nothing here may reach inventory/prod's addresses."""
+    checkout = Path(__file__).resolve().parents[2]
+    listing = subprocess.run([str(Path(sys.executable).parent / "ansible-inventory"), "-i", "inventory/prod", "--list"],
+                             cwd=checkout, capture_output=True, text=True, check=True,
+                             env={**os.environ, "ANSIBLE_CONFIG": str(checkout / "ansible.cfg")})
+    inventory = json.loads(listing.stdout)
+    assert inventory["gpu_nodes"]["hosts"] == ["prod102"]
+    host = inventory["_meta"]["hostvars"]["prod102"]
+    assert host["ansible_host"] == "10.0.1.47"
+    assert host["gpu_demo_namespace"] == "gpu-operator"
+    assert host["gpu_demo_image"] == "docker.m.daocloud.io/vllm/vllm-openai:latest"
+    assert host["gpu_demo_vllm_health_url"] == "http://10.0.1.47:8000/health"
+    # credentials come from the user's kubeconfig or K8S_AUTH_*, never from the inventory
+    assert "gpu_demo_kubeconfig" not in host
