@@ -50,7 +50,7 @@ def run_fleet(count: int, forks: int, sim: dict, workdir: Path) -> dict:
 
 
 def main(counts=(1, 10, 50), forks: int = 10) -> list:
-    sim = json.loads((CHECKOUT / ".sim" / "env.json").read_text())
+    sim = json.loads((Path(os.environ.get("GPUOPS_SIM_DIR") or CHECKOUT / ".sim") / "env.json").read_text())
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpuops-fleet-") as workdir:
         try:

@@ -21,7 +21,8 @@ VENV_BIN = Path(sys.executable).parent
 
 
 def sim_env() -> dict:
-    return json.loads((CHECKOUT / ".sim" / "env.json").read_text())
+    """The running simulated cluster's kubeconfig and URLs (GPUOPS_SIM_DIR selects another than .sim/)."""
+    return json.loads((Path(os.environ.get("GPUOPS_SIM_DIR") or CHECKOUT / ".sim") / "env.json").read_text())
 
 
 def timed(command: list, env: dict, kubeconfig: str) -> dict:
@@ -41,7 +42,8 @@ def main(runs: int = 5) -> dict:
     env = {**os.environ, "ANSIBLE_CONFIG": str(CHECKOUT / "ansible.cfg"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
            "KUBECONFIG": sim["kubeconfig"], "KUBECTL": sim["kubectl"]}
     playbook = [str(VENV_BIN / "ansible-playbook"), "playbooks/gpu_demo.yml", "-i", "inventory/sim",
-                "-e", "gpu_demo_write_report=false"]
+                "-e", json.dumps({"gpu_demo_write_report": False, "gpu_demo_kubeconfig": sim["kubeconfig"],
+                                  "gpu_demo_vllm_health_url": sim["health_url"]})]
     reference = ["bash", str(CHECKOUT / "bench" / "reference" / "gpu_demo_kubectl.sh"), "prod102"]
     samples = {"playbook": [], "kubectl": []}
     for index in range(runs):
