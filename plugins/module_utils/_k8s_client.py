@@ -38,7 +38,7 @@ except ImportError:
 
 try:
     import urllib3
-    from kubernetes.client import Configuration, CoreV1Api
+    from kubernetes.client import Configuration
     from kubernetes.client.rest import ApiException
     from kubernetes.config.config_exception import ConfigException
 except ImportError:
@@ -97,11 +97,80 @@ def api_host(client):
 
 
 def core_v1_api(client):
-    """The typed CoreV1Api on the same connection (auth, TLS, proxy) as a kubernetes.core client.
+    """The core/v1 calls our modules make, on the same connection (auth, TLS, proxy) as a kubernetes.core client.
 
-    Used for plain reads and watches, which need no API discovery.
+    Plain reads, writes and watches need no API discovery; see ``CoreV1Rest`` for why not ``CoreV1Api``.
     """
-    return CoreV1Api(client.client.client)
+    return CoreV1Rest(client)
+
+
+# CoreV1Api's keyword arguments, as the API's query parameters.
+_QUERY_NAMES = {
+    "label_selector": "labelSelector", "field_selector": "fieldSelector", "resource_version": "resourceVersion",
+    "resource_version_match": "resourceVersionMatch", "watch": "watch", "timeout_seconds": "timeoutSeconds",
+    "allow_watch_bookmarks": "allowWatchBookmarks", "limit": "limit", "_continue": "continue", "dry_run": "dryRun",
+    "container": "container", "tail_lines": "tailLines", "timestamps": "timestamps", "since_seconds": "sinceSeconds",
+    "limit_bytes": "limitBytes", "previous": "previous", "grace_period_seconds": "gracePeriodSeconds",
+    "propagation_policy": "propagationPolicy", "field_manager": "fieldManager",
+}
+
+
+class CoreV1Rest:
+    """The few core/v1 and coordination/v1 calls of this collection, with CoreV1Api's names and arguments.
+
+    Requests go through kubernetes.core's DynamicClient (``client.client.request``), so they carry the
+    connection's auth and TLS settings. The generated ``CoreV1Api`` is avoided on purpose: with the kubernetes
+    client 35+ importing it costs about a second in every module run, more than the calls themselves. Every
+    method returns the raw HTTP response (as ``_preload_content=False`` does): callers decode the JSON they need.
+    """
+
+    def __init__(self, client):
+        self._dynamic = client.client
+        self.api_client = client.client.client
+
+    def _call(self, method, path, body=None, accept=None, **kwargs):
+        query = [(_QUERY_NAMES[key], value) for key, value in kwargs.items()
+                 if key in _QUERY_NAMES and value is not None]
+        headers = {"Accept": accept} if accept else {}
+        # serialize=False: the raw response, not a ResourceInstance. Errors arrive as ApiException subclasses.
+        return self._dynamic.request(method, path, body=body, query_params=query, header_params=headers, serialize=False,
+                                     _preload_content=False, _request_timeout=kwargs.get("_request_timeout"))
+
+    def read_node(self, name, **kwargs):
+        return self._call("GET", "/api/v1/nodes/%s" % name, **kwargs)
+
+    def list_node(self, **kwargs):
+        return self._call("GET", "/api/v1/nodes", **kwargs)
+
+    def list_pod_for_all_namespaces(self, **kwargs):
+        return self._call("GET", "/api/v1/pods", **kwargs)
+
+    def list_namespaced_pod(self, namespace, **kwargs):
+        return self._call("GET", "/api/v1/namespaces/%s/pods" % namespace, **kwargs)
+
+    def create_namespaced_pod(self, namespace, body, **kwargs):
+        return self._call("POST", "/api/v1/namespaces/%s/pods" % namespace, body=body, **kwargs)
+
+    def delete_namespaced_pod(self, name, namespace, body=None, **kwargs):
+        return self._call("DELETE", "/api/v1/namespaces/%s/pods/%s" % (namespace, name), body=_plain(body), **kwargs)
+
+    def read_namespaced_pod_log(self, name, namespace, **kwargs):
+        return self._call("GET", "/api/v1/namespaces/%s/pods/%s/log" % (namespace, name), accept="*/*", **kwargs)
+
+    def list_namespaced_event(self, namespace, **kwargs):
+        return self._call("GET", "/api/v1/namespaces/%s/events" % namespace, **kwargs)
+
+    def lease(self, method, namespace, name=None, body=None):
+        """coordination.k8s.io/v1 Leases: GET/PUT/DELETE one (``name``), or POST a new one."""
+        path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % namespace
+        return self._call(method, path + ("/%s" % name if name else ""), body=body)
+
+
+def _plain(body):
+    """Request bodies as plain dicts (a V1DeleteOptions, say, becomes its JSON form)."""
+    if body is None or isinstance(body, dict):
+        return body
+    return body.to_dict() if hasattr(body, "to_dict") else body
 
 
 @contextlib.contextmanager

@@ -145,6 +145,7 @@ import json
 from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import (
     K8sApiError,
     api_host,
+    core_v1_api,
     explain_api_errors,
     k8s_client,
     k8s_module,
@@ -160,7 +161,6 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._lease import (
 )
 
 try:
-    from kubernetes.client import CoordinationV1Api
     from kubernetes.client.rest import ApiException
 except ImportError:
     # k8s_module() reports the missing library.
@@ -171,7 +171,7 @@ class NodeLock:
     """Reads and writes one node's Lease."""
 
     def __init__(self, client, node, namespace, holder):
-        self.api = CoordinationV1Api(client.client.client)
+        self.api = core_v1_api(client)
         self.host = api_host(client)
         self.node = node
         self.namespace = namespace
@@ -181,17 +181,17 @@ class NodeLock:
     def read(self):
         with explain_api_errors("read Lease {0}/{1}".format(self.namespace, self.name), self.host):
             try:
-                return json.loads(self.api.read_namespaced_lease(self.name, self.namespace, _preload_content=False).data)
+                return json.loads(self.api.lease("GET", self.namespace, self.name).data)
             except ApiException as error:
                 if error.status == 404:
                     return None
                 raise
 
-    def _write(self, call, *args):
-        """Create or replace; None when another run got there first (409 Conflict)."""
+    def _write(self, method, body):
+        """Create (POST) or replace (PUT); None when another run got there first (409 Conflict)."""
         with explain_api_errors("write Lease {0}/{1}".format(self.namespace, self.name), self.host):
             try:
-                return json.loads(call(*args, _preload_content=False).data)
+                return json.loads(self.api.lease(method, self.namespace, self.name if method == "PUT" else None, body).data)
             except ApiException as error:
                 if error.status == 409:
                     return None
@@ -209,13 +209,12 @@ class NodeLock:
         if check_mode:
             return result, current
         if action == "create":
-            written = self._write(self.api.create_namespaced_lease, self.namespace,
-                                  lease_body(self.name, self.namespace, self.holder, duration_seconds, now, labels))
+            written = self._write("POST", lease_body(self.name, self.namespace, self.holder, duration_seconds, now, labels))
         else:
             acquired = parse_micro_time(current["spec"].get("acquireTime")) if action == "renew" else now
             body = lease_body(self.name, self.namespace, self.holder, duration_seconds, now, labels,
                               acquired=acquired, resource_version=current["metadata"]["resourceVersion"])
-            written = self._write(self.api.replace_namespaced_lease, self.name, self.namespace, body)
+            written = self._write("PUT", body)
         if written is None:
             # Lost a race: report the winner as any later refusal would.
             raise LockHeld(refusal_message(self.node, self.read() or {}, utc_now()))
@@ -230,7 +229,7 @@ class NodeLock:
         if not check_mode:
             with explain_api_errors("delete Lease {0}/{1}".format(self.namespace, self.name), self.host):
                 try:
-                    self.api.delete_namespaced_lease(self.name, self.namespace, body={
+                    self.api.lease("DELETE", self.namespace, self.name, body={
                         "preconditions": {"resourceVersion": current["metadata"]["resourceVersion"]}})
                 except ApiException as error:
                     if error.status not in (404, 409):
