@@ -10,8 +10,8 @@ def panel(title: str, x_label: str, y_label: str, series: dict, left: float, top
           width: float = 420, height: float = 260) -> str:
     """series: {name: [(x, y), ...]}; axes start at 0."""
     points = [point for values in series.values() for point in values]
-    x_max = max(x for x, _ in points) or 1
-    y_max = max(y for _, y in points) * 1.15 or 1
+    x_max = max(point[0] for point in points) or 1
+    y_max = max(point[1] for point in points) * 1.15 or 1
     plot_left, plot_top, plot_width, plot_height = left + 60, top + 30, width - 80, height - 80
 
     def at(x, y):
@@ -24,10 +24,10 @@ def panel(title: str, x_label: str, y_label: str, series: dict, left: float, top
              f'<text transform="translate({left + 14},{plot_top + plot_height / 2}) rotate(-90)" text-anchor="middle">{escape(y_label)}</text>']
     for step in range(5):
         y_value = y_max * step / 4
-        _, y = at(0, y_value)
+        y = at(0, y_value)[1]
         parts.append(f'<text x="{plot_left - 6}" y="{y + 4}" text-anchor="end" font-size="11">{y_value:.3g}</text>')
-    for x_value in sorted({x for x, _ in points}):
-        x, _ = at(x_value, 0)
+    for x_value in sorted({point[0] for point in points}):
+        x = at(x_value, 0)[0]
         parts.append(f'<text x="{x}" y="{plot_top + plot_height + 16}" text-anchor="middle" font-size="11">{x_value:g}</text>')
     for index, (name, values) in enumerate(series.items()):
         colour = COLOURS[index % len(COLOURS)]

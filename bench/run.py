@@ -47,10 +47,10 @@ def table(results: dict) -> str:
         median = window["median"]
         lines += ["| occupied window (median of %d) | playbook | kubectl reference | ratio | target |" % window["runs"],
                   "| --- | ---: | ---: | ---: | ---: |",
-                  "| GPUs held | %.2f s | %.2f s | %.2f | <= %.1f |" % (median["playbook"]["occupied_s"], median["kubectl"]["occupied_s"],
-                                                                    window["occupied_ratio"], TARGETS["occupied_ratio"]),
-                  "| whole run | %.2f s | %.2f s | %.2f | <= %.1f |" % (median["playbook"]["total_s"], median["kubectl"]["total_s"],
-                                                                    window["total_ratio"], TARGETS["total_ratio"]), ""]
+                  "| GPUs held | %.2f s | %.2f s | %.2f | <= %.1f |" % (
+                      median["playbook"]["occupied_s"], median["kubectl"]["occupied_s"], window["occupied_ratio"], TARGETS["occupied_ratio"]),
+                  "| whole run | %.2f s | %.2f s | %.2f | <= %.1f |" % (
+                      median["playbook"]["total_s"], median["kubectl"]["total_s"], window["total_ratio"], TARGETS["total_ratio"]), ""]
     if results.get("ledger"):
         lines += ["| ledger: nodes | pods | module task | read + sums | list calls | HTTP requests | peak MiB |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
