@@ -92,13 +92,17 @@ def in_process(kubeconfig: str, measure_memory: bool = False) -> dict:
     tracing slows Python down) peak Python memory."""
     sys.path.insert(0, str(CHECKOUT / ".collections"))
     from kubernetes import config  # pylint: disable=import-outside-toplevel
+    from kubernetes.dynamic import DynamicClient  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuops.scheduling.plugins.module_utils import _k8s_client, _ledger  # pylint: disable=import-outside-toplevel
 
     api_client = config.new_client_from_config(config_file=kubeconfig)
+    # kubernetes.core's client without its API discovery: requests only need the ApiClient underneath.
+    dynamic = DynamicClient.__new__(DynamicClient)
+    dynamic.client = api_client
 
     class Connection:   # the two attributes CoreV1Reader uses of kubernetes.core's client
         configuration = api_client.configuration
-        client = type("DynamicClient", (), {"client": api_client})()
+        client = dynamic
 
     if measure_memory:
         tracemalloc.start()
