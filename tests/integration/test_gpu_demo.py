@@ -281,3 +281,20 @@ def test_prod_inventory_reproduces_the_walkthrough_cluster():
     assert host["gpu_demo_vllm_health_url"] == "http://10.0.1.47:8000/health"
     # credentials come from the user's kubeconfig or K8S_AUTH_*, never from the inventory
     assert "gpu_demo_kubeconfig" not in host
+
+
+@pytest.mark.parametrize("name, sees", [("default", True), ("four-gpus", False)])
+def test_ledger_bypass_probe(sim, topology, tmp_path, name, sees):
+    """A pod without a GPU request sees the H20 on the walkthrough's node (its image sets
+    NVIDIA_VISIBLE_DEVICES=all, as vLLM's does) and nothing where the runtime hides the cards."""
+    topology(name)
+    run = run_demo(sim, tmp_path, {"gpu_demo_bypass_probe": True})
+    assert_clean_pass(run)
+    probe = run.result["probe"]
+    assert probe["ran"] is True
+    assert probe["sees_gpus"] is sees
+    if sees:
+        assert probe["uuids"] == ["GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"]
+        assert probe["visible_devices"]["mode"] == "all"
+    else:
+        assert probe["uuids"] == [] and probe["visible_devices"]["mode"] == "unset"
