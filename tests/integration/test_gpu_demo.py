@@ -298,3 +298,23 @@ def test_ledger_bypass_probe(sim, topology, tmp_path, name, sees):
         assert probe["visible_devices"]["mode"] == "all"
     else:
         assert probe["uuids"] == [] and probe["visible_devices"]["mode"] == "unset"
+
+
+def test_node_processes_read_on_the_node_show_who_is_outside_the_ledger(sim, topology, tmp_path):
+    """gpu_demo_node_processes: the sim's node view stands in for the node (nvidia-smi, /proc, checkpoint)."""
+    topology("default")
+    node_dir = sim.dir.run / "nodes" / "prod102"
+    run = run_demo(sim, tmp_path, {
+        "gpu_demo_node_processes": True, "gpu_demo_node_connection": "local", "gpu_demo_node_become": False,
+        "gpu_demo_node_python_interpreter": sys.executable,
+        "gpu_demo_node_processes_options": {
+            "source": "nvidia-smi", "nvidia_smi_path": str(node_dir / "bin" / "nvidia-smi"), "proc_root": str(node_dir / "proc"),
+            "host_root": str(node_dir), "checkpoint_path": str(node_dir / "kubelet_internal_checkpoint"),
+            "pod_resources_socket": str(node_dir / "pod-resources.sock")}})
+    assert_clean_pass(run)
+    audit = run.result["node_processes"]
+    gpu = audit["gpus"][0]
+    assert gpu["uuid"] == "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76" and gpu["ledger_state"] == "free"
+    assert gpu["memory_bytes"]["out_of_ledger_pod"] == 86016 * 2**20 and gpu["memory_bytes"]["host"] == 6144 * 2**20
+    assert [user["pod_name"] for user in gpu["users"]["out_of_ledger_pod"]] == ["vllm-h20"]
+    assert "is free in the ledger but 90.0 GiB of its memory is in use" in run.markdown.read_text()
