@@ -84,9 +84,11 @@ def test_walkthrough_replays_with_kubectl(walkthrough_cluster):
     assert allocated_gpus(sim).split() == ["1", "1"]
 
     sim.kubectl("apply", "-f", "-", input=POD.format(name="gpu-demo-queue", command="nvidia-smi -L"))
+    queue_uid = pod(sim, "gpu-demo-queue")["metadata"]["uid"]
+    # By UID: events of earlier pods with the same name outlive them.
     events = wait(lambda: json.loads(sim.kubectl(
         "-n", "gpu-operator", "get", "events", "-o", "json",
-        "--field-selector", "involvedObject.name=gpu-demo-queue,reason=FailedScheduling").stdout)["items"])
+        "--field-selector", f"involvedObject.uid={queue_uid},reason=FailedScheduling").stdout)["items"])
     message = events[0]["message"]
     assert message.startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
     assert "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod." in message
@@ -101,7 +103,7 @@ def test_walkthrough_replays_with_kubectl(walkthrough_cluster):
     assert queue["spec"]["nodeName"] == "prod102"
     assert f"GPU 0: NVIDIA H20 (UUID: {UUID})" in sim.kubectl("-n", "gpu-operator", "logs", "gpu-demo-queue").stdout
     scheduled = json.loads(sim.kubectl("-n", "gpu-operator", "get", "events", "-o", "json",
-                                       "--field-selector", "involvedObject.name=gpu-demo-queue,reason=Scheduled").stdout)
+                                       "--field-selector", f"involvedObject.uid={queue_uid},reason=Scheduled").stdout)
     assert scheduled["items"][0]["message"] == "Successfully assigned gpu-operator/gpu-demo-queue to prod102"
 
     sim.kubectl("-n", "gpu-operator", "delete", "pod", "gpu-demo-queue", "--wait=true")
