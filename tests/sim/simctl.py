@@ -144,11 +144,23 @@ def ensure_vllm(sim: cluster.SimDir, mode: str | None = None) -> None:
     if (mode or sim.vllm_mode.read_text().strip()) == "down":
         cluster.stop_process(sim, "fake-vllm")
         return
+    api_key = str((topo.load(sim.topology).get("vllm") or {}).get("api_key", "") if sim.topology.exists() else "")
+    if cluster.running_pid(sim, "fake-vllm") and _vllm_api_key(sim) != api_key:
+        # The topology changed the API key (vllm.api_key): the server reads it only when it starts.
+        cluster.stop_process(sim, "fake-vllm")
     if not cluster.running_pid(sim, "fake-vllm"):
-        api_key = (topo.load(sim.topology).get("vllm") or {}).get("api_key", "") if sim.topology.exists() else ""
         cluster.start_process(sim, "fake-vllm", cluster.python_argv(
             "fake_vllm.py", "--port", str(sim.ports.vllm), "--mode-file", str(sim.vllm_mode), "--api-key", api_key))
         cluster.wait_for(lambda: _listening(sim.ports.vllm), 10, "the fake vLLM to listen")
+
+
+def _vllm_api_key(sim: cluster.SimDir) -> str:
+    """The --api-key the running fake vLLM was started with."""
+    try:
+        argv = json.loads((sim.pids / "fake-vllm.argv.json").read_text())["argv"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    return argv[argv.index("--api-key") + 1] if "--api-key" in argv[:-1] else ""
 
 
 def _listening(port: int) -> bool:

@@ -1,0 +1,320 @@
+"""Interruption: SIGKILL the pre-flight at each step of the flow; the GPU frees itself, the next run cleans up.
+
+For each kill point in turn, ansible-playbook is started with a short hold bound and killed with SIGKILL
+together with every process it started, as when the controller or the AWX job's container dies. (Its
+process group is not enough: ansible-core's workers call setsid(), so a module survives a SIGKILL of
+ansible-playbook or of its group, and the role's one-call walk would then finish and delete its pods by
+itself. The whole tree is stopped with SIGSTOP first, so that nothing forks while it is killed.) Then:
+1. the seconds until the node's units are free again (ledger requested back to what it was) are measured,
+   and must be within the bound the role documents: a hold pod sleeps gpu_demo_hold_seconds and
+   activeDeadlineSeconds (gpu_demo_hold_seconds + 60) ends it at the latest;
+2. once the killed run's node lock has expired, the playbook runs again: it must pass, and report (with a
+   warning) the leftovers it removed - every pod of the killed run still there.
+
+Kill points:
+- task banners, from --list-tasks at runtime: the first task of each phase (`Walk |`, `Hold |`, ...) from
+  the first one that creates the hold (the first task of a `Walk` or `Hold` phase), and the first
+  `Cleanup |` task, seen at runtime (--list-tasks does not list a block's always section);
+- inside the task that creates the pods (the role walks hold, queue and release in ONE module call, in
+  well under a second), the moments the API server shows: hold created, hold running, queue created, queue
+  pending (Unschedulable), release (hold being deleted), cleanup (queue being deleted).
+The numbers are printed (pytest -s, or -rP) as a table and kept as the test's user properties.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from safety_helpers import (CHECKOUT, NAMESPACE, NODE, RESOURCE, ansible_module, core_api, ledger, new_run_id,
+                            playbook_command, read_report, run_env, run_playbook, tail, write_inventory)
+
+HOLD_SECONDS = 9           # the hold pods' sleep; activeDeadlineSeconds is this + 60
+TIMEOUT = 4                # each wait; the role wants gpu_demo_hold_seconds > 2 x gpu_demo_timeout
+LOCK_SECONDS = 8           # the killed run's node lock: short, so that the next run need not wait long
+DEADLINE_BOUND = HOLD_SECONDS + 60
+RUN_VARS = {"gpu_demo_hold_seconds": HOLD_SECONDS, "gpu_demo_timeout": TIMEOUT, "gpu_demo_lock_seconds": LOCK_SECONDS,
+            "gpu_demo_vllm_health_url": ""}
+
+LIST_PLAYBOOK = """
+- name: List the tasks of the role gpu_demo
+  hosts: gpu_nodes
+  gather_facts: false
+  tasks:
+    - name: Imported statically, so that --list-tasks shows the role's own tasks
+      ansible.builtin.import_role:
+        name: gpuops.scheduling.gpu_demo
+"""
+
+
+def _phase(name: str) -> str:
+    return name.split(" | ", 1)[0] if " | " in name else name
+
+
+def banner_kill_points(inventory, env, directory) -> list:
+    """The first task of each phase from the first task that creates pods on, in the order they run."""
+    listing = directory / "list-tasks.yml"
+    listing.write_text(LIST_PLAYBOOK)
+    listed = subprocess.run(playbook_command(inventory, args=("--list-tasks",), playbook=str(listing)), capture_output=True,
+                            text=True, cwd=CHECKOUT, env=env, timeout=120, check=True).stdout
+    names = [match.group(1).strip() for match in re.finditer(r"gpuops\.scheduling\.gpu_demo : (.+?)\tTAGS", listed)]
+    start = next(index for index, name in enumerate(names) if re.match(r"(Walk|Hold) \| ", name))
+    points, phases = [], set()
+    for name in names[start:]:
+        if " | " in name and _phase(name) not in phases:
+            phases.add(_phase(name))
+            points.append(("banner", name))
+    # The always section (cleanup) is not listed: its tasks are recognised by their prefix when they start.
+    points.append(("banner-prefix", "Cleanup | "))
+    return points
+
+
+API_KILL_POINTS = [
+    ("api", "hold created"), ("api", "hold running"), ("api", "queue created"), ("api", "queue pending"),
+    ("api", "release (hold deleting)"), ("api", "cleanup (queue deleting)"),
+]
+
+
+def api_moment(point: str, pod) -> bool:
+    role = (pod.metadata.labels or {}).get("gpuops.scheduling/role")
+    deleting = bool(pod.metadata.deletion_timestamp)
+    pending = any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable" for c in pod.status.conditions or [])
+    return {"hold created": role == "hold",
+            "hold running": role == "hold" and pod.status.phase == "Running",
+            "queue created": role == "queue",
+            "queue pending": role == "queue" and pending,
+            "release (hold deleting)": role == "hold" and deleting,
+            "cleanup (queue deleting)": role == "queue" and deleting}[point]
+
+
+def _children() -> dict:
+    """pid -> parent pid of every process on the machine."""
+    parents = {}
+    for stat in os.listdir("/proc"):
+        if stat.isdigit():
+            try:
+                with open(f"/proc/{stat}/stat", encoding="ascii", errors="replace") as handle:
+                    parents[int(stat)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return parents
+
+
+def _tree(root: int) -> list:
+    parents = _children()
+    tree, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, parent in parents.items() if parent in frontier and pid not in tree]
+        tree += frontier
+    return tree
+
+
+def kill_tree(root: int) -> int:
+    """SIGSTOP the process and all its descendants (until no new one appears), then SIGKILL them all."""
+    stopped = []
+    while True:
+        new = [pid for pid in _tree(root) if pid not in stopped]
+        if not new:
+            break
+        for pid in new:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        stopped += new
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(stopped)
+
+
+class KilledRun:
+    """ansible-playbook in its own process group, SIGKILLed at a banner or at a moment the API server shows."""
+
+    def __init__(self, sim, inventory, env, run_id: str, kind: str, point: str):
+        self.admin = core_api(sim.kubeconfig)
+        self.kind, self.point, self.run_id = kind, point, run_id
+        self.killed_at = None
+        self.killed_by = ""
+        self.killed_processes = 0
+        self.lock = threading.Lock()
+        listing = self.admin.list_namespaced_pod(NAMESPACE, label_selector=f"gpuops.scheduling/run-id={run_id}")
+        self.process = subprocess.Popen(playbook_command(inventory, {"gpu_demo_run_id": run_id, **RUN_VARS}), cwd=CHECKOUT,
+                                        env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, start_new_session=True)
+        self.output = []
+        if kind == "api":
+            self.watcher = threading.Thread(target=self._watch, args=(listing.metadata.resource_version,), daemon=True)
+            self.watcher.start()
+
+    def kill(self, why: str) -> None:
+        with self.lock:
+            if self.killed_at is None and self.process.poll() is None:
+                self.killed_processes = kill_tree(self.process.pid)
+                self.killed_at, self.killed_by = time.monotonic(), why
+
+    def _watch(self, resource_version: str) -> None:
+        from kubernetes import watch  # pylint: disable=import-outside-toplevel
+        stream = watch.Watch()
+        for change in stream.stream(self.admin.list_namespaced_pod, NAMESPACE, label_selector=f"gpuops.scheduling/run-id={self.run_id}",
+                                    resource_version=resource_version, timeout_seconds=120):
+            if self.process.poll() is not None:
+                break
+            if api_moment(self.point, change["object"]):
+                self.kill(f"{change['type']} {change['object'].metadata.name}")
+                break
+        stream.stop()
+
+    def wait(self) -> str:
+        for line in self.process.stdout:
+            self.output.append(line)
+            if self.kind.startswith("banner") and line.startswith("TASK ["):
+                task = line[len("TASK ["):].split("] ", 1)[0].split(" : ", 1)[-1]
+                if (self.kind == "banner" and task == self.point) or (self.kind == "banner-prefix" and task.startswith(self.point)):
+                    self.kill(line.strip().rstrip("*").strip())
+        self.process.wait(timeout=60)
+        return "".join(self.output)
+
+
+def lease_expiry(admin_coordination, node: str):
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    try:
+        lease = admin_coordination.read_namespaced_lease(f"gpuops-preflight-{node}", NAMESPACE)
+    except ApiException as error:
+        if error.status == 404:
+            return None, None
+        raise
+    spec = lease.spec
+    if not spec.renew_time and not spec.acquire_time:
+        return spec.holder_identity, None
+    renewed = spec.renew_time or spec.acquire_time
+    return spec.holder_identity, renewed + datetime.timedelta(seconds=spec.lease_duration_seconds or 0)
+
+
+def kill_and_recover(sim, inventory, env, kind: str, point: str, before: dict, directory, confirmed: list) -> dict:
+    """One kill point: kill, measure until free, wait for the lock, run again. Problems in two lists:
+    "free" (the GPU came back within the bound) and "rerun" (the next run passed and removed the leftovers)."""
+    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+    admin = core_api(sim.kubeconfig)
+    coordination = client.CoordinationV1Api(config.new_client_from_config(config_file=sim.kubeconfig))
+    selector = f"app.kubernetes.io/managed-by=gpuops.scheduling,gpuops.scheduling/node={NODE}"
+    run_id = new_run_id("kill")
+    started = time.monotonic()
+    run = KilledRun(sim, inventory, env, run_id, kind, point)
+    output = run.wait()
+    row = {"kill point": f"{kind}: {point}", "killed": run.killed_at is not None, "killed by": run.killed_by,
+           "processes killed": run.killed_processes,
+           "killed after s": round(run.killed_at - started, 1) if run.killed_at else None, "free": [], "rerun": []}
+    if run.killed_at is None:
+        row["free"].append(f"never reached (rc {run.process.returncode}): {output[-1500:]}")
+        return row
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"gpuops.scheduling/run-id={run_id}").items
+    row["pods at kill"] = [f"{pod.metadata.name}:{pod.status.phase}{'/deleting' if pod.metadata.deletion_timestamp else ''}"
+                           for pod in pods]
+    deadlines = {pod.spec.active_deadline_seconds for pod in pods}
+    if pods and deadlines != {DEADLINE_BOUND}:
+        row["free"].append(f"activeDeadlineSeconds {deadlines}, documented {DEADLINE_BOUND}")
+    # 1. Free by itself: nothing is deleted by anyone until the units are back.
+    while ledger(admin)["requested"] != before["requested"]:
+        if time.monotonic() - run.killed_at > DEADLINE_BOUND + 30:
+            break
+        time.sleep(0.2)
+    row["seconds until free"] = round(time.monotonic() - run.killed_at, 1)
+    if row["seconds until free"] > DEADLINE_BOUND:
+        row["free"].append(f"GPU not free within the documented bound ({DEADLINE_BOUND}s)")
+    if pods and not confirmed:   # the collection's own ledger agrees (an ansible start-up: once, where pods were left)
+        confirmed.append(point)
+        facts = ansible_module(sim, "gpuops.scheduling.gpu_ledger_facts", {"node": NODE, "kubeconfig": sim.kubeconfig}, env)
+        requested = facts["ledger"]["nodes"][NODE]["resources"][RESOURCE]["requested"]
+        if requested != before["requested"]:
+            row["free"].append(f"gpu_ledger_facts says requested {requested}")
+    left = admin.list_namespaced_pod(NAMESPACE, label_selector=f"gpuops.scheduling/run-id={run_id}").items
+    row["ended as"] = sorted({f"{pod.status.phase}{'(' + pod.status.reason + ')' if pod.status.reason else ''}" for pod in left})
+    left = sorted(pod.metadata.name for pod in left)
+    # 2. The killed run's lock, if it took one, must expire before the next run can take the node.
+    holder, expiry = lease_expiry(coordination, NODE)
+    waited = 0.0
+    if holder and run_id in holder and expiry:
+        waited = max(0.0, (expiry - datetime.datetime.now(datetime.timezone.utc)).total_seconds() + 0.5)
+        time.sleep(waited)
+    row["lock wait s"] = round(waited, 1)
+    # 3. The next run passes and reports the leftovers it removed, with a warning.
+    rerun_id = new_run_id("rerun")
+    rerun = run_playbook(inventory, env, {"gpu_demo_run_id": rerun_id, **RUN_VARS})
+    report = read_report(directory / "reports", rerun_id)
+    removed = sorted((report or {}).get("leftovers", []))
+    row["leftovers left"], row["leftovers removed"] = len(left), len(removed)
+    row["next run"] = "passed" if rerun.returncode == 0 and report and report["passed"] else "FAILED"
+    if row["next run"] != "passed":
+        message = (report or {}).get("failure") or tail(rerun, 1500)
+        row["rerun"].append(f"the next run failed: {message}")
+    if removed != left:
+        row["rerun"].append(f"the next run removed {removed}, the killed run had left {left}")
+    warned = " ".join(line for line in rerun.stderr.splitlines() + rerun.stdout.splitlines() if "WARNING" in line)
+    if left and not all(name in warned for name in left):
+        row["rerun"].append(f"no warning naming the leftovers: {warned[:300]!r}")
+    # So that the next kill point starts from a clean node whatever the role did: remove what is left.
+    remaining = admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+    row["removed by the test"] = len(remaining)
+    if remaining:
+        row["rerun"].append(f"still there after the next run: {sorted(pod.metadata.name for pod in remaining)}")
+        sim.kubectl("-n", NAMESPACE, "delete", "pods", "-l", selector, "--wait=true", "--timeout=60s")
+    holder, expiry = lease_expiry(coordination, NODE)
+    if holder and rerun_id in holder:
+        row["rerun"].append("the next run did not release its lock")
+        sim.kubectl("-n", NAMESPACE, "delete", "lease", f"gpuops-preflight-{NODE}", "--ignore-not-found")
+    if ledger(admin) != before:
+        row["rerun"].append(f"node not as it began: {ledger(admin)}")
+    return row
+
+
+COLUMNS = ["kill point", "killed after s", "processes killed", "pods at kill", "seconds until free", "ended as", "lock wait s",
+           "leftovers left", "leftovers removed", "next run", "removed by the test"]
+
+
+@pytest.fixture(scope="module")
+def kills(sim, tmp_path_factory):
+    """Every kill point in turn (the numbers are printed: pytest -s, or -rP)."""
+    sim.use_topology("default")
+    directory = tmp_path_factory.mktemp("kills")
+    admin = core_api(sim.kubeconfig)
+    inventory = write_inventory(directory, sim, gpu_demo_kubeconfig=sim.kubeconfig)
+    env = run_env(sim)
+    points = banner_kill_points(inventory, env, directory) + API_KILL_POINTS
+    before = ledger(admin)
+    confirmed = []
+    rows = [kill_and_recover(sim, inventory, env, kind, point, before, directory, confirmed) for kind, point in points]
+    print(f"\nSIGKILL of ansible-playbook and every process it started; gpu_demo_hold_seconds={HOLD_SECONDS}, "
+          f"activeDeadlineSeconds={DEADLINE_BOUND}, gpu_demo_timeout={TIMEOUT}, gpu_demo_lock_seconds={LOCK_SECONDS}")
+    print(" | ".join(COLUMNS))
+    for row in rows:
+        print(" | ".join(str(row.get(column, "-")) for column in COLUMNS))
+    landed = [row for row in rows if row["killed"]]
+    print(f"kills tried: {len(points)}, landed: {len(landed)}, leftovers found: {sum(row.get('leftovers left', 0) for row in landed)}, "
+          f"removed by the next run: {sum(row.get('leftovers removed', 0) for row in landed)}, longest until free: "
+          f"{max((row['seconds until free'] for row in landed), default=0)}s (bound {DEADLINE_BOUND}s)")
+    return rows
+
+
+def test_sigkill_at_every_step_frees_the_gpu_within_the_documented_bound(kills, record_property):
+    record_property("kills", json.dumps(kills, default=str))
+    problems = {row["kill point"]: row["free"] for row in kills if row["free"]}
+    assert not problems, json.dumps(problems, indent=1)
+    assert any(row.get("leftovers left") for row in kills), "no kill point left a pod behind: the test proves nothing"
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "role bug: the next run's pre-flight dry run answers 409 Conflict for the leftover 'gpu-demo-hold' (a terminated pod of "
+    "the killed run, not in the ledger) and refuses the node before the walk's leftovers step can remove it"))
+def test_next_run_after_sigkill_passes_and_removes_the_leftovers_with_a_warning(kills):
+    problems = {row["kill point"]: row["rerun"] for row in kills if row["rerun"]}
+    assert not problems, json.dumps(problems, indent=1)
