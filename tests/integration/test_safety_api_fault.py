@@ -116,9 +116,6 @@ def test_the_run_completes_or_fails_with_a_clear_message(sim, fault):
     assert cluster_ready(sim)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "role bugs: cleanup does not retry while the API server is away, so the hold pod is left Running; the rerun's pre-flight "
-    "dry run then answers 409 Conflict for it (pods 'gpu-demo-hold' already exists) and refuses the node before removing it"))
 def test_nothing_of_the_run_remains_a_rerun_cleans_up(fault):
     if fault["rerun"] is not None:
         rerun_report = fault["rerun report"] or {}

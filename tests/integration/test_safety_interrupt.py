@@ -312,9 +312,6 @@ def test_sigkill_at_every_step_frees_the_gpu_within_the_documented_bound(kills, 
     assert any(row.get("leftovers left") for row in kills), "no kill point left a pod behind: the test proves nothing"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "role bug: the next run's pre-flight dry run answers 409 Conflict for the leftover 'gpu-demo-hold' (a terminated pod of "
-    "the killed run, not in the ledger) and refuses the node before the walk's leftovers step can remove it"))
 def test_next_run_after_sigkill_passes_and_removes_the_leftovers_with_a_warning(kills):
     problems = {row["kill point"]: row["rerun"] for row in kills if row["rerun"]}
     assert not problems, json.dumps(problems, indent=1)
