@@ -25,18 +25,19 @@ def topology(count: int) -> dict:
     return {"nodes": [{"name": f"fleet-{index:03d}", "gpu": {"product": "NVIDIA H20", "count": 1}} for index in range(count)]}
 
 
-def inventory(count: int, sim: dict) -> dict:
+def inventory(count: int, sim: dict, reports: Path) -> dict:
+    """Every node's run as users get it, reports included (written into the bench's temporary directory)."""
     hosts = {f"fleet-{index:03d}": None for index in range(count)}
     return {"gpu_nodes": {"hosts": hosts, "vars": {
         "ansible_connection": "local", "gpu_demo_kubeconfig": sim["kubeconfig"],
-        "gpu_demo_vllm_health_url": sim["health_url"], "gpu_demo_write_report": False}}}
+        "gpu_demo_vllm_health_url": sim["health_url"], "gpu_demo_report_dir": str(reports)}}}
 
 
 def run_fleet(count: int, forks: int, sim: dict, workdir: Path) -> dict:
     topology_file = workdir / f"fleet-{count}.yaml"
     topology_file.write_text(yaml.safe_dump(topology(count)))
     inventory_file = workdir / f"fleet-{count}-inventory.yml"
-    inventory_file.write_text(yaml.safe_dump(inventory(count, sim)))
+    inventory_file.write_text(yaml.safe_dump(inventory(count, sim, workdir / "reports")))
     subprocess.run([*SIMCTL, "topology", str(topology_file)], check=True, stdout=subprocess.DEVNULL)
     env = {**os.environ, "ANSIBLE_CONFIG": str(CHECKOUT / "ansible.cfg"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
     started = time.monotonic()

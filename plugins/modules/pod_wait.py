@@ -103,6 +103,10 @@ options:
       delete_matching:
         description: As O(delete_matching).
         type: bool
+      dry_run:
+        description:
+          - As O(dry_run), for this step only; a dry-run step after real steps sees what they left.
+        type: bool
       warn_on_delete:
         description: As O(warn_on_delete).
         type: bool
@@ -974,6 +978,7 @@ STEP_OPTIONS = dict(
     create=dict(type="list", elements="dict"),
     delete=dict(type="list", elements="str"),
     delete_matching=dict(type="bool"),
+    dry_run=dict(type="bool"),
     warn_on_delete=dict(type="bool"),
     count=dict(type="int"),
     condition=dict(type="str", choices=list(CONDITIONS)),

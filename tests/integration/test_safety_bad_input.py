@@ -162,9 +162,6 @@ def test_refused_before_any_pod_with_a_clear_error(sim, preflight_batch, case_id
         assert sim.kubectl("get", "namespace", namespace, check=False).returncode != 0, f"namespace {namespace} was created"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "role bug: when the pre-flight dry run fails for any reason (a missing namespace, a 409 for a leftover pod), the check "
-    "demo_pods_never_preempt fails too, with the misleading 'PriorityClass ... gives the demo pods preemptionPolicy unknown'"))
 def test_a_failed_dry_run_gives_one_reason(sim, cluster_state, tmp_path):
     """The dry run is reached without the node lock (which would meet the missing namespace first)."""
     del cluster_state

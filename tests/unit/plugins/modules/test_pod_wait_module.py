@@ -289,10 +289,10 @@ class FakeReader:
     def __init__(self, node):
         self.node = node
 
-    def get_node(self, name):
+    def get_node(self, name, fields=None):
         return self.node if name == "prod102" else None
 
-    def list_pods(self, namespace=None, field_selector=None):
+    def list_pods(self, namespace=None, field_selector=None, fields=None):
         return [make_pod("gpu-demo-hold", phase="Running", node="prod102", scheduled=True)]
 
 
@@ -340,3 +340,17 @@ def test_steps_inherit_the_module_options():
     with pytest.raises(SystemExit):
         pod_wait.run_steps(module, api)
     assert "scheduled on prod999, not on prod102" in module.failed["msg"]
+
+
+def test_dry_run_applies_to_its_own_step_only():
+    pod = make_pod("h", phase="Running", node="prod102", scheduled=True)
+    api = FakeApi(pods=[pod], watches=[[("DELETED", pod)]])
+    steps = [
+        {"name": "admit", "names": ["h"], "delete": ["h"], "dry_run": True, "condition": "deleted"},
+        {"name": "remove", "names": ["h"], "delete": ["h"], "condition": "deleted"},
+    ]
+    result = pod_wait.run_steps(StepModule(steps, label_selectors=["run=1"]), api)
+    deletes = [call for call in api.calls if call[0] == "delete"]
+    assert deletes == [("delete", "h", "All"), ("delete", "h", None)]
+    assert [step["changed"] for step in result["steps"]] == [False, True]
+    assert result["met"] is True
