@@ -13,7 +13,8 @@ modules connect exactly like ``kubernetes.core.k8s``. On top of that this file a
 * ``k8s_client()``: kubernetes.core's client, with failures turned into ``K8sApiError``;
 * ``explain_api_errors()`` / ``api_error_message()``: turn ApiException / urllib3 / kubeconfig
   errors into one clear sentence naming the API server and what was being done;
-* ``CoreV1Reader``: core/v1 reads as plain API dicts, counting the calls it makes.
+* ``CoreV1Reader``: core/v1 reads as plain API dicts, counting the calls it makes, optionally
+  decoding only the fields a caller reads (``select_fields``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,17 +25,27 @@ import contextlib
 import copy
 import json
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
 
+from typing import Any, List, Optional, TypedDict
+
 try:
     # Decoding pod lists is most of the ledger's cost on large fleets; orjson does it ~6x faster.
     from orjson import loads as json_loads
 except ImportError:
     json_loads = json.loads
+
+try:
+    # msgspec decodes only the fields a caller asks for and skips the rest without building them:
+    # ~10x faster than orjson on pod lists, and a fraction of the memory.
+    import msgspec
+except ImportError:
+    msgspec = None
 
 try:
     import urllib3
@@ -281,43 +292,53 @@ class CoreV1Reader:
     """Reads core/v1 objects as the plain dicts the API sends (what ``kubectl get -o json`` prints).
 
     Skipping the client's model classes keeps large pod lists fast. ``calls`` counts logical
-    reads (a paginated list is one call); ``requests`` counts HTTP requests (pages).
+    reads (a paginated list is one call); ``requests`` counts HTTP requests (pages). Reads may
+    run in several threads at once.
     """
 
     def __init__(self, client, page_size=DEFAULT_PAGE_SIZE):
         self._api = core_v1_api(client)
         self._page_size = page_size
+        self._counting = threading.Lock()
         self.host = api_host(client)
         self.calls = 0
         self.requests = 0
 
-    def get_node(self, name):
-        """The Node called ``name``, or None when the API says it does not exist."""
-        self.calls += 1
-        self.requests += 1
+    def _count(self, calls=0, requests=0):
+        with self._counting:
+            self.calls += calls
+            self.requests += requests
+
+    def get_node(self, name, fields=None):
+        """The Node called ``name``, or None when the API says it does not exist.
+
+        ``fields``, here and in the list methods, names the fields the caller reads (see ``select_fields``).
+        """
+        self._count(calls=1, requests=1)
         with explain_api_errors("get node {0}".format(name), self.host):
             try:
-                return self._decode(self._api.read_node(name, _preload_content=False))
+                return FieldsDecoder.of(fields).decode(self._api.read_node(name, _preload_content=False).data)
             except ApiException as error:
                 if error.status == 404:
                     return None
                 raise
 
-    def list_nodes(self):
-        return self._list("list nodes", self._api.list_node)
+    def list_nodes(self, fields=None):
+        return self._list("list nodes", self._api.list_node, fields=fields)
 
-    def list_pods(self, namespace=None, field_selector=None):
+    def list_pods(self, namespace=None, field_selector=None, fields=None):
         """Pods of one namespace, or of all namespaces when ``namespace`` is None."""
         if namespace:
             return self._list("list pods in namespace {0}".format(namespace), self._api.list_namespaced_pod,
-                              namespace, field_selector=field_selector)
+                              namespace, field_selector=field_selector, fields=fields)
         return self._list("list pods in all namespaces", self._api.list_pod_for_all_namespaces,
-                          field_selector=field_selector)
+                          field_selector=field_selector, fields=fields)
 
     def _list(self, action, list_function, *args, **kwargs):
         """Every page of a list. The next page is fetched while this one is decoded: the API server
         serializes one page while we parse the other."""
-        self.calls += 1
+        self._count(calls=1)
+        decoder = FieldsDecoder.of(kwargs.pop("fields", None), in_list=True)
         items = []
 
         def fetch(continue_token):
@@ -327,12 +348,12 @@ class CoreV1Reader:
         with explain_api_errors(action, self.host), ThreadPoolExecutor(max_workers=1) as prefetcher:
             pending = prefetcher.submit(fetch, None)
             while True:
-                self.requests += 1
+                self._count(requests=1)
                 raw = pending.result()
                 continue_token = leading_continue_token(raw)
                 if continue_token:
                     pending = prefetcher.submit(fetch, continue_token)
-                page = json_loads(raw)
+                page = decoder.decode(raw)
                 items.extend(page.get("items") or [])
                 listed_token = (page.get("metadata") or {}).get("continue")
                 if listed_token != continue_token:
@@ -345,9 +366,64 @@ class CoreV1Reader:
                 elif not continue_token:
                     return items
 
-    @staticmethod
-    def _decode(response):
-        return json_loads(response.data)
+
+def select_fields(value, fields):
+    """``value`` (decoded JSON) reduced to ``fields``: what ``FieldsDecoder`` returns when msgspec is installed.
+
+    ``fields`` is None for a whole value, a dict ``{key: fields of that key}`` for an object (other keys are
+    dropped, absent ones stay absent), or a one-element list ``[fields of each item]`` for an array.
+    A value of another shape than ``fields`` says (null included) is kept as it is.
+    """
+    if isinstance(fields, dict) and isinstance(value, dict):
+        return {key: select_fields(value[key], sub_fields) for key, sub_fields in fields.items() if key in value}
+    if isinstance(fields, list) and isinstance(value, list):
+        return [select_fields(item, fields[0]) for item in value]
+    return value
+
+
+class FieldsDecoder:
+    """Decodes an API response keeping only ``fields`` (``select_fields``), or all of it without msgspec.
+
+    Without msgspec, or for a response whose shape differs from ``fields`` (msgspec then refuses it), the
+    whole response is decoded: callers get at least the fields they asked for either way.
+    """
+
+    _cache = {}
+
+    def __init__(self, fields, in_list):
+        self._typed = None
+        if msgspec is not None and fields is not None:
+            schema = _schema(fields, "Item")
+            if in_list:
+                list_metadata = TypedDict("ListMeta", {"continue": Any, "resourceVersion": Any}, total=False)
+                schema = TypedDict("List", {"metadata": Optional[list_metadata], "items": Optional[List[schema]]}, total=False)
+            self._typed = msgspec.json.Decoder(schema)
+
+    @classmethod
+    def of(cls, fields, in_list=False):
+        """One decoder per field list, built once per process (building one costs more than a small decode)."""
+        key = (json.dumps(fields, sort_keys=True), in_list)
+        if key not in cls._cache:
+            cls._cache[key] = cls(fields, in_list)
+        return cls._cache[key]
+
+    def decode(self, raw):
+        if self._typed is not None:
+            try:
+                return self._typed.decode(raw)
+            except msgspec.ValidationError:
+                pass
+        return json_loads(raw)
+
+
+def _schema(fields, name):
+    """The msgspec type for ``fields``: TypedDicts (plain dicts once decoded) that ignore unknown keys."""
+    if fields is None:
+        return Any
+    if isinstance(fields, list):
+        return Optional[List[_schema(fields[0], name + "Item")]]
+    members = {key: _schema(sub_fields, name + "_" + key) for key, sub_fields in fields.items()}
+    return Optional[TypedDict(name, members, total=False)]
 
 
 def leading_continue_token(raw):

@@ -25,6 +25,7 @@ __metaclass__ = type
 
 import fnmatch
 import re
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu",)
@@ -54,6 +55,30 @@ OPERATOR_COMPONENTS = (
     ("node_feature_discovery", ("node-feature-discovery",)),
 )
 _APP_LABELS = ("app", "app.kubernetes.io/name")
+
+# The fields of Node and Pod objects this file reads, for readers that can skip the rest while decoding
+# (``_k8s_client.select_fields`` says how to read these). Large fleets carry mostly what is not listed here.
+_CONDITION_FIELDS = [{"type": None, "status": None, "reason": None, "message": None}]
+NODE_FIELDS = {
+    "metadata": {"name": None, "labels": None},
+    "spec": {"unschedulable": None, "taints": [{"key": None, "value": None, "effect": None}]},
+    "status": {"capacity": None, "allocatable": None, "conditions": _CONDITION_FIELDS},
+}
+_RESOURCES_FIELDS = {"resources": {"requests": None, "limits": None}}
+POD_FIELDS = {
+    "metadata": {"name": None, "namespace": None, "uid": None, "deletionTimestamp": None},
+    "spec": {
+        "nodeName": None, "priority": None, "priorityClassName": None, "overhead": None,
+        "containers": [_RESOURCES_FIELDS],
+        "initContainers": [dict(_RESOURCES_FIELDS, restartPolicy=None)],
+    },
+    "status": {"phase": None, "nominatedNodeName": None, "conditions": _CONDITION_FIELDS},
+}
+OPERATOR_POD_FIELDS = {
+    "metadata": {"name": None, "labels": None},
+    "spec": {"nodeName": None},
+    "status": {"phase": None, "conditions": _CONDITION_FIELDS},
+}
 
 _QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
 _BINARY_SUFFIXES = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
@@ -91,8 +116,23 @@ def matches_any(resource_name, patterns):
     return any(fnmatch.fnmatchcase(resource_name, pattern) for pattern in patterns)
 
 
-def _quantities(resource_list):
-    return {name: parse_quantity(value) for name, value in (resource_list or {}).items()}
+class ResourceFilter(dict):
+    """Whether a resource name matches ``patterns`` (``matches_any``), remembered per name: a fleet's
+    pods name a handful of resources, and parsing only the wanted quantities saves most of the sums' time."""
+
+    def __init__(self, patterns):
+        super(ResourceFilter, self).__init__()
+        self.patterns = patterns
+
+    def __missing__(self, name):
+        self[name] = matched = matches_any(name, self.patterns)
+        return matched
+
+
+def _quantities(resource_list, wanted=None):
+    if wanted is None:
+        return {name: parse_quantity(value) for name, value in (resource_list or {}).items()}
+    return {name: parse_quantity(value) for name, value in (resource_list or {}).items() if wanted[name]}
 
 
 def _add(total, addend):
@@ -106,32 +146,35 @@ def _keep_max(total, candidate):
             total[name] = value
 
 
-def _container_requests(container):
+def _container_requests(container, wanted):
     # The API server defaults a missing request to the limit; do the same for objects that were
     # never defaulted (fixtures, manifests), so a limit-only extended resource counts as requested.
     resources = container.get("resources") or {}
-    requests = _quantities(resources.get("limits"))
-    requests.update(_quantities(resources.get("requests")))
+    requests = _quantities(resources.get("limits"), wanted)
+    requests.update(_quantities(resources.get("requests"), wanted))
     return requests
 
 
-def _container_limits(container):
-    return _quantities((container.get("resources") or {}).get("limits"))
+def _container_limits(container, wanted):
+    return _quantities((container.get("resources") or {}).get("limits"), wanted)
 
 
 def _is_sidecar(init_container):
     return init_container.get("restartPolicy") == "Always"
 
 
-def _aggregate_containers(spec, container_resources):
-    """component-helpers' aggregateContainerResourcesByFn: containers, sidecars and init containers."""
+def _aggregate_containers(spec, container_resources, wanted):
+    """component-helpers' aggregateContainerResourcesByFn: containers, sidecars and init containers.
+
+    Each resource is summed on its own: leaving out those that ``wanted`` refuses changes no other sum.
+    """
     total = {}
     for container in spec.get("containers") or []:
-        _add(total, container_resources(container))
+        _add(total, container_resources(container, wanted))
     sidecars_so_far = {}
     largest_init_step = {}
     for init_container in spec.get("initContainers") or []:
-        own = container_resources(init_container)
+        own = container_resources(init_container, wanted)
         if _is_sidecar(init_container):
             _add(total, own)
             _add(sidecars_so_far, own)
@@ -144,22 +187,40 @@ def _aggregate_containers(spec, container_resources):
     return total
 
 
-def pod_requests(pod):
-    """The pod's effective requests per resource, as the scheduler and kubectl count them."""
+def pod_requests(pod, wanted=None):
+    """The pod's effective requests per resource, as the scheduler and kubectl count them.
+
+    ``wanted``: a ``ResourceFilter``; only the resources it accepts are computed (all when None).
+    """
     spec = pod.get("spec") or {}
-    requests = _aggregate_containers(spec, _container_requests)
-    _add(requests, _quantities(spec.get("overhead")))
+    requests = _aggregate_containers(spec, _container_requests, wanted)
+    _add(requests, _quantities(spec.get("overhead"), wanted))
     return requests
 
 
-def pod_limits(pod):
+def pod_limits(pod, wanted=None):
     """The pod's effective limits per resource; overhead counts only on limits set above zero."""
     spec = pod.get("spec") or {}
-    limits = _aggregate_containers(spec, _container_limits)
-    for name, value in _quantities(spec.get("overhead")).items():
+    limits = _aggregate_containers(spec, _container_limits, wanted)
+    for name, value in _quantities(spec.get("overhead"), wanted).items():
         if limits.get(name):
             limits[name] += value
     return limits
+
+
+def _names_a_wanted_resource(spec, wanted):
+    """Whether a pod spec's containers, init containers or overhead name a resource ``wanted`` accepts.
+
+    Most pods of a fleet name none (CPU and memory only): the ledger skips them before any sum.
+    """
+    for containers in (spec.get("containers"), spec.get("initContainers")):
+        for container in containers or ():
+            resources = container.get("resources") or {}
+            for resource_list in (resources.get("requests"), resources.get("limits")):
+                if resource_list and any(wanted[name] for name in resource_list):
+                    return True
+    overhead = spec.get("overhead")
+    return bool(overhead) and any(wanted[name] for name in overhead)
 
 
 def is_terminated(pod):
@@ -342,22 +403,25 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None):
     gpu_nodes = [node for node in nodes if _is_gpu_node(node, patterns)]
     bound_pods = {node_name(node): [] for node in gpu_nodes}
     pending = []
+    wanted = ResourceFilter(patterns)
     for pod in pods:
         if is_terminated(pod):
             continue
-        bound_to = (pod.get("spec") or {}).get("nodeName")
-        if bound_to and bound_to not in bound_pods:
+        spec = pod.get("spec") or {}
+        bound_to = spec.get("nodeName")
+        if bound_to and bound_to not in bound_pods or not _names_a_wanted_resource(spec, wanted):
+            # Bound elsewhere, or asks for none of the resources: it neither holds units here nor waits for them.
             continue
-        requests = pod_requests(pod)
+        requests = pod_requests(pod, wanted)
         if bound_to:
-            bound_pods[bound_to].append((pod, requests, pod_limits(pod)))
+            bound_pods[bound_to].append((pod, requests, pod_limits(pod, wanted)))
             continue
-        wanted = {name: as_number(units) for name, units in requests.items() if units and matches_any(name, patterns)}
-        if wanted:
+        pending_units = {name: as_number(units) for name, units in requests.items() if units}
+        if pending_units:
             entry = _pod_identity(pod)
             condition = _scheduling_condition(pod)
             entry.update({
-                "requests": wanted,
+                "requests": pending_units,
                 "reason": condition.get("reason"),
                 "message": condition.get("message"),
                 "nominated_node_name": (pod.get("status") or {}).get("nominatedNodeName"),
@@ -396,22 +460,28 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None):
 def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_namespace=None):
     """The ledger, from a constant number of reads whatever the cluster's size.
 
-    ``reader`` provides ``get_node(name)`` (None when absent), ``list_nodes()`` and
-    ``list_pods(namespace=None, field_selector=None)`` returning plain dicts, and ``host``.
+    ``reader`` provides ``get_node(name, fields)`` (None when absent), ``list_nodes(fields)`` and
+    ``list_pods(namespace=None, field_selector=None, fields=None)`` returning plain dicts with at least
+    ``fields`` (``NODE_FIELDS``, ``POD_FIELDS``, ``OPERATOR_POD_FIELDS``), and ``host``.
     Reads: the node (or the node list), one pod list across all namespaces, and the operator
     namespace's pod list when ``operator_namespace`` is set.
     """
     if node:
-        node_object = reader.get_node(node)
+        node_object = reader.get_node(node, fields=NODE_FIELDS)
         if node_object is None:
             raise LedgerError("node '{0}' not found on {1}".format(node, reader.host))
         if not advertised_resources(node_object, patterns):
             raise LedgerError(missing_resources_message(node_object, patterns))
         nodes = [node_object]
+        pods = reader.list_pods(field_selector=NON_TERMINATED_FIELD_SELECTOR, fields=POD_FIELDS)
     else:
-        nodes = reader.list_nodes()
-    pods = reader.list_pods(field_selector=NON_TERMINATED_FIELD_SELECTOR)
+        # The two lists are read at once: the API server serializes one while this process decodes the other.
+        with ThreadPoolExecutor(max_workers=1) as background:
+            listed_nodes = background.submit(reader.list_nodes, fields=NODE_FIELDS)
+            pods = reader.list_pods(field_selector=NON_TERMINATED_FIELD_SELECTOR, fields=POD_FIELDS)
+            nodes = listed_nodes.result()
     operator = None
     if operator_namespace:
-        operator = summarize_operator_pods(operator_namespace, reader.list_pods(namespace=operator_namespace))
+        operator_pods = reader.list_pods(namespace=operator_namespace, fields=OPERATOR_POD_FIELDS)
+        operator = summarize_operator_pods(operator_namespace, operator_pods)
     return build_ledger(nodes, pods, patterns, operator)

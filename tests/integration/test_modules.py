@@ -237,11 +237,12 @@ def test_module_defaults_group_and_fact(walkthrough, tmp_path):
     - name: Read the ledger
       gpuops.scheduling.gpu_ledger_facts:
         node: prod102
+      register: read
 
-    - name: Use the fact it set
+    - name: Use the ledger it returned
       ansible.builtin.assert:
         that:
-          - ansible_facts.gpu_ledger.nodes.prod102.resources['nvidia.com/gpu'].free == 1
+          - read.ledger.nodes.prod102.resources['nvidia.com/gpu'].free == 1
 """.format(kubeconfig=walkthrough.kubeconfig))
     run = walkthrough.playbook(str(playbook), inventory="localhost,", env={"K8S_AUTH_KUBECONFIG": "", "KUBECONFIG": ""})
     assert run.returncode == 0, run.stdout + run.stderr

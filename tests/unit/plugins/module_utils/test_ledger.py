@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils import _ledger as ledger
+from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import select_fields
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "ledger"
 NODES = json.loads((FIXTURES / "nodes.json").read_text())
@@ -288,25 +289,54 @@ class TestOperatorPods:
         assert nodes["nodes"]["prod103"]["operator_running"]["device_plugin"] is False
 
 
+class TestOnlyTheFieldsRead:
+    """Readers may decode only NODE_FIELDS, POD_FIELDS and OPERATOR_POD_FIELDS: the ledger must not change."""
+
+    @pytest.mark.parametrize("patterns", [["nvidia.com/gpu"], ["nvidia.com/*"], ["*"]])
+    def test_selected_fields_give_the_same_ledger(self, patterns):
+        nodes = [select_fields(node, ledger.NODE_FIELDS) for node in NODES]
+        pods = [select_fields(pod_object, ledger.POD_FIELDS) for pod_object in PODS]
+        operator_pods = [select_fields(pod_object, ledger.OPERATOR_POD_FIELDS) for pod_object in PODS]
+        assert len(json.dumps(pods)) < len(json.dumps(PODS)) / 3
+        full = ledger.build_ledger(NODES, PODS, patterns, ledger.summarize_operator_pods("ns", PODS))
+        assert ledger.build_ledger(nodes, pods, patterns, ledger.summarize_operator_pods("ns", operator_pods)) == full
+
+    @pytest.mark.parametrize("patterns", [["nvidia.com/gpu"], ["nvidia.com/mig-*", "cpu"], ["*"]])
+    def test_wanted_resources_only(self, patterns):
+        wanted = ledger.ResourceFilter(patterns)
+        for pod_object in PODS:
+            for formula in (ledger.pod_requests, ledger.pod_limits):
+                every = formula(pod_object)
+                expected = {name: units for name, units in every.items() if ledger.matches_any(name, patterns)}
+                assert formula(pod_object, wanted) == expected, (pod_object["metadata"]["name"], formula.__name__)
+        assert wanted == {name: ledger.matches_any(name, patterns) for name in wanted}
+
+
 class CountingReader:
-    """A reader like _k8s_client.CoreV1Reader, over in-memory objects, counting its calls."""
+    """A reader like _k8s_client.CoreV1Reader, over in-memory objects, counting its calls.
+
+    It returns only the fields asked for, as CoreV1Reader does with msgspec: every read_ledger test
+    then also checks that NODE_FIELDS, POD_FIELDS and OPERATOR_POD_FIELDS hold all the ledger reads.
+    """
 
     host = "https://127.0.0.1:16443"
 
     def __init__(self, nodes, pods):
         self.nodes, self.pods, self.calls = nodes, pods, []
 
-    def get_node(self, name):
+    def get_node(self, name, fields=None):
         self.calls.append(("get_node", name))
-        return next((node for node in self.nodes if ledger.node_name(node) == name), None)
+        found = next((node for node in self.nodes if ledger.node_name(node) == name), None)
+        return select_fields(found, fields)
 
-    def list_nodes(self):
+    def list_nodes(self, fields=None):
         self.calls.append(("list_nodes",))
-        return self.nodes
+        return [select_fields(node, fields) for node in self.nodes]
 
-    def list_pods(self, namespace=None, field_selector=None):
+    def list_pods(self, namespace=None, field_selector=None, fields=None):
         self.calls.append(("list_pods", namespace, field_selector))
-        return [pod_object for pod_object in self.pods if namespace in (None, pod_object["metadata"]["namespace"])]
+        return [select_fields(pod_object, fields) for pod_object in self.pods
+                if namespace in (None, pod_object["metadata"]["namespace"])]
 
 
 class TestReadLedger:
