@@ -10,7 +10,7 @@ SIM       := $(PY) tests/sim/simctl.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 
-.PHONY: help setup sim-build sim-up sim-status sim-down lint sanity unit integration test demo bench build
+.PHONY: help setup sim-build sim-up sim-status sim-down lint sanity unit integration test demo bench profile build
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -58,6 +58,9 @@ demo: sim-up ## The main job on the simulated cluster: playbooks/gpu_demo.yml -i
 
 bench: sim-up ## Benchmarks; results in bench/results/
 	@$(PY) bench/run.py
+
+profile: sim-up ## Where a run's time and a fleet's CPU go (profile_tasks, py-spy); bench/results/*-profile.md
+	@$(PY) bench/profile.py
 
 build: setup ## Build the collection tarball
 	@ansible-galaxy collection build --force

@@ -50,8 +50,13 @@ def run_fleet(count: int, forks: int, sim: dict, workdir: Path) -> dict:
     return {"nodes": count, "forks": min(forks, count), "seconds": seconds, "nodes_per_minute": count * 60 / seconds}
 
 
+def sim_env() -> dict:
+    """The running simulated cluster's kubeconfig, health URL and versions (written by simctl up)."""
+    return json.loads((Path(os.environ.get("GPUOPS_SIM_DIR") or CHECKOUT / ".sim") / "env.json").read_text())
+
+
 def main(counts=(1, 10, 50), forks: int = 10) -> list:
-    sim = json.loads((Path(os.environ.get("GPUOPS_SIM_DIR") or CHECKOUT / ".sim") / "env.json").read_text())
+    sim = sim_env()
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpuops-fleet-") as workdir:
         try:

@@ -1,0 +1,170 @@
+"""`make profile`: where a pre-flight's time and CPU go, for the targets `make bench` misses.
+
+  1. one run of playbooks/gpu_demo.yml with ansible.posix.profile_tasks: seconds per task, split into
+     module tasks (a new Python process each) and tasks the controller runs itself, and the start-up
+     before the first task;
+  2. a fleet of N fake GPU nodes (default 10) in parallel under py-spy (--subprocesses): controller CPU
+     split into the ansible-playbook main process, its per-task worker processes (and how much of that
+     is templating task arguments), and each module's processes. Per node, in CPU seconds.
+
+Writes bench/results/<date>-profile.md (and prints it). py-spy must be allowed to ptrace its children
+(it is when it starts them, as here). Usage: profile.py [--nodes 10]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fleet  # noqa: E402  pylint: disable=wrong-import-position
+
+CHECKOUT = fleet.CHECKOUT
+VENV_BIN = fleet.VENV_BIN
+RESULTS = Path(__file__).resolve().parent / "results"
+SAMPLE_HZ = 100
+# Leaf frames of a sampled stack that mean the process was waiting, not computing.
+IDLE_LEAVES = ("sleep", "select", "poll", "wait", "recv", "readinto", "accept", "read (socket")
+TASK_LINE = re.compile(r"^(?P<name>.+?) -{3,} (?P<seconds>[0-9.]+)s$")
+MODULE_TASKS = ("node_lock", "pod_wait", "gpu_ledger_facts", "vllm_health", "kubernetes.core.k8s")
+
+
+def ansible_env() -> dict:
+    return {**os.environ, "ANSIBLE_CONFIG": str(CHECKOUT / "ansible.cfg"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
+
+
+def task_modules() -> dict:
+    """Task name -> module, from the role's task files (profile_tasks prints names only)."""
+    modules = {}
+    for path in sorted((CHECKOUT / "roles" / "gpu_demo" / "tasks").glob("*.yml")):
+        for task in yaml.safe_load(path.read_text()) or []:
+            for item in [task] + task.get("block", []) + task.get("always", []) + task.get("rescue", []):
+                action = next((key for key in item if "." in key and key.count(".") >= 2), None)
+                if item.get("name") and action:
+                    modules[item["name"]] = action
+    return modules
+
+
+def profile_one_run() -> dict:
+    env = {**ansible_env(), "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
+           "PROFILE_TASKS_TASK_OUTPUT_LIMIT": "all", "PROFILE_TASKS_SORT_ORDER": "none"}
+    started = time.monotonic()
+    completed = subprocess.run([str(VENV_BIN / "ansible-playbook"), "playbooks/gpu_demo.yml", "-i", "inventory/sim"],
+                               cwd=CHECKOUT, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    if completed.returncode != 0:
+        raise RuntimeError("the profiled run failed:\n" + completed.stdout[-3000:])
+    recap = completed.stdout.split("TASKS RECAP", 1)[1]
+    modules = task_modules()
+    tasks = []
+    for line in recap.splitlines():
+        match = TASK_LINE.match(line.strip())
+        if match:
+            name = match["name"].split(" : ", 1)[-1]
+            action = modules.get(name, "")
+            tasks.append({"task": name, "seconds": float(match["seconds"]),
+                          "module": action.rsplit(".", 1)[-1] if any(action.endswith(m) for m in MODULE_TASKS) else ""})
+    in_tasks = sum(task["seconds"] for task in tasks)
+    return {"wall_s": wall, "tasks": tasks, "task_s": in_tasks,
+            "module_s": sum(task["seconds"] for task in tasks if task["module"]),
+            "modules": sum(1 for task in tasks if task["module"]),
+            "controller_s": sum(task["seconds"] for task in tasks if not task["module"]),
+            "controller_tasks": sum(1 for task in tasks if not task["module"]),
+            "outside_tasks_s": wall - in_tasks}
+
+
+def classify(processes: list[str]) -> str:
+    last = processes[-1]
+    module = re.search(r"AnsiballZ_(\w+)\.py", last)
+    if module:
+        return "module " + module.group(1)
+    if len(processes) == 1:
+        return "ansible-playbook main process"
+    if "ansible-playbook" in last:
+        return "ansible-playbook task workers"
+    return "other: " + last[:60]
+
+
+def profile_fleet(nodes: int) -> dict:
+    sim = fleet.sim_env()
+    with tempfile.TemporaryDirectory(prefix="gpuops-profile-") as workdir:
+        work = Path(workdir)
+        topology_file = work / "topology.yaml"
+        topology_file.write_text(yaml.safe_dump(fleet.topology(nodes)))
+        inventory_file = work / "inventory.yml"
+        inventory_file.write_text(yaml.safe_dump(fleet.inventory(nodes, sim, work / "reports")))
+        raw = work / "samples.raw"
+        subprocess.run([*fleet.SIMCTL, "topology", str(topology_file)], check=True, stdout=subprocess.DEVNULL)
+        try:
+            started = time.monotonic()
+            completed = subprocess.run(
+                [str(VENV_BIN / "py-spy"), "record", "--subprocesses", "--rate", str(SAMPLE_HZ), "--format", "raw",
+                 "--output", str(raw), "--", str(VENV_BIN / "ansible-playbook"), "playbooks/gpu_demo.yml",
+                 "-i", str(inventory_file), "-e", "gpu_demo_parallel=true", "--forks", str(min(nodes, 10))],
+                cwd=CHECKOUT, env=ansible_env(), capture_output=True, text=True, check=False)
+            wall = time.monotonic() - started
+        finally:
+            subprocess.run([*fleet.SIMCTL, "topology", "default"], check=True, stdout=subprocess.DEVNULL)
+        if completed.returncode != 0:
+            raise RuntimeError("the profiled fleet failed:\n" + completed.stdout[-3000:] + completed.stderr[-2000:])
+        busy, idle, templating = collections.Counter(), collections.Counter(), 0
+        for line in raw.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            frames = stack.split(";")
+            kind = classify([frame for frame in frames if frame.startswith("process ")])
+            if any(word in frames[-1] for word in IDLE_LEAVES):
+                idle[kind] += int(count)
+                continue
+            busy[kind] += int(count)
+            if kind == "ansible-playbook task workers" and any(frame.startswith("Task.post_validate") for frame in frames):
+                templating += int(count)
+    per_node = {kind: samples / SAMPLE_HZ / nodes for kind, samples in busy.items()}
+    return {"nodes": nodes, "wall_s": wall, "cpu_per_node_s": per_node,
+            "worker_templating_per_node_s": templating / SAMPLE_HZ / nodes,
+            "total_per_node_s": sum(per_node.values())}
+
+
+def report(single: dict, fleet_profile: dict) -> str:
+    lines = [f"# Profile ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs)", "",
+             "## One run, `ansible.posix.profile_tasks`", "",
+             f"Wall {single['wall_s']:.2f} s: {single['modules']} module tasks {single['module_s']:.2f} s, "
+             f"{single['controller_tasks']} controller-side tasks {single['controller_s']:.2f} s, "
+             f"before the first task and after the last {single['outside_tasks_s']:.2f} s (interpreter, collections, "
+             "inventory, role argument spec).", "",
+             "| task | module | seconds |", "| --- | --- | ---: |"]
+    lines += [f"| {task['task']} | {task['module']} | {task['seconds']:.2f} |" for task in single["tasks"]]
+    lines += ["", f"## Fleet of {fleet_profile['nodes']} nodes in parallel, py-spy --subprocesses at {SAMPLE_HZ} Hz", "",
+              f"Wall {fleet_profile['wall_s']:.1f} s. CPU seconds per node spent computing (waits excluded):", "",
+              "| process | CPU s per node |", "| --- | ---: |"]
+    for kind, seconds in sorted(fleet_profile["cpu_per_node_s"].items(), key=lambda item: -item[1]):
+        lines.append(f"| {kind} | {seconds:.2f} |")
+    lines += [f"| (of the workers: templating task arguments) | {fleet_profile['worker_templating_per_node_s']:.2f} |",
+              f"| **all of the controller** | **{fleet_profile['total_per_node_s']:.2f}** |", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=10)
+    args = parser.parse_args()
+    print("[profile] one run with profile_tasks", flush=True)
+    single = profile_one_run()
+    print(f"[profile] a fleet of {args.nodes} nodes under py-spy", flush=True)
+    text = report(single, profile_fleet(args.nodes))
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H%M%SZ}-profile.md"
+    path.write_text(text)
+    print(text + f"\n[profile] written to {path.relative_to(CHECKOUT)}")
+
+
+if __name__ == "__main__":
+    main()
