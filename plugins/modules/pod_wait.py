@@ -236,6 +236,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - ansible.builtin.action_common_attributes
+  - gpuops.scheduling.k8s_action_group
 attributes:
   check_mode:
     support: full
@@ -246,11 +247,6 @@ attributes:
     support: none
   platform:
     platforms: posix
-  action_group:
-    description: Use C(group/gpuops.scheduling.k8s) in C(module_defaults) to set the connection options once.
-    support: full
-    membership:
-      - gpuops.scheduling.k8s
 requirements:
   - python >= 3.9
   - kubernetes >= 24.2.0
