@@ -338,7 +338,9 @@ api_calls:
   type: int
   sample: 3
 api_requests:
-  description: HTTP requests those reads took (one per page of at most 500 objects).
+  description:
+    - HTTP requests those reads took. Lists are read in one request each, which Kubernetes 1.31 and later serve from
+      the API server's watch cache; more when the API server splits a list into pages anyway.
   returned: success
   type: int
   sample: 3
