@@ -19,6 +19,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import
     hold_evidence,
     hold_summary,
 )
+from ansible_collections.gpuops.scheduling.plugins.module_utils._preflight import judge_node
 from ansible_collections.gpuops.scheduling.plugins.module_utils._scheduling_events import (
     event_timeline,
     parse_failed_scheduling,
@@ -66,6 +67,23 @@ def gpu_demo_hold_summary(pods, units_by_pod, replicas=1):
         raise AnsibleFilterError("gpu_demo_hold_summary: {0}".format(error)) from error
 
 
+def gpu_demo_preflight(ledger_result, vllm_result, **settings):
+    """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks."""
+    missing = sorted(set(PREFLIGHT_SETTINGS) - set(settings))
+    if missing:
+        raise AnsibleFilterError("gpu_demo_preflight: missing setting(s) {0}".format(", ".join(missing)))
+    if not isinstance(ledger_result, dict) or not isinstance(vllm_result, dict):
+        raise AnsibleFilterError("gpu_demo_preflight: expects the registered results of gpu_ledger_facts and vllm_health (dicts)")
+    try:
+        return judge_node(ledger_result, vllm_result, settings)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_preflight: {0}".format(error)) from error
+
+
+PREFLIGHT_SETTINGS = ("node", "resource", "namespace", "pod_names", "hold_mode", "hold_seconds", "timeout",
+                      "allow_busy_node", "vllm_url", "vllm_require_healthy")
+
+
 class FilterModule(object):
     """gpuops.scheduling filters about scheduling events."""
 
@@ -76,4 +94,5 @@ class FilterModule(object):
             "gpu_demo_timeline": gpu_demo_timeline,
             "gpu_demo_evidence": gpu_demo_evidence,
             "gpu_demo_hold_summary": gpu_demo_hold_summary,
+            "gpu_demo_preflight": gpu_demo_preflight,
         }
