@@ -3,7 +3,10 @@
 Runs in a cluster of its own (a second simulated cluster, torn down afterwards) so the thousands of
 objects never reach the default one. Each fleet is grown from the previous one; the module is then
 run for real (`ansible localhost -m gpuops.scheduling.gpu_ledger_facts`) and timed, and the same read
-is repeated in-process to measure peak memory and count HTTP requests.
+is repeated in-process to measure peak memory and count HTTP requests. Times are medians of --repeats runs.
+
+With --keep the cluster stays up, and a later run reuses it and the bench nodes it already has
+(growing a 2,000-node fleet takes minutes): `--scales 2000 --keep` again only measures.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ BENCH_PORT_OFFSET = "1000"
 PODS_PER_NODE = 10
 GPUS_PER_NODE = 8
 SCALES = (100, 500, 2000)
+REPEATS = 5
 
 
 def simctl(*args: str) -> None:
@@ -116,24 +120,39 @@ def in_process(kubeconfig: str, measure_memory: bool = False) -> dict:
             "nodes": len(ledger["nodes"])}
 
 
-def main(scales=SCALES, keep: bool = False) -> list:
+def bench_nodes(core) -> int:
+    """How many bench nodes a kept cluster already has (they are numbered from 0)."""
+    names = {node.metadata.name for node in core.list_node().items}
+    count = sum(1 for name in names if name.startswith("bench-gpu-"))
+    if any(f"bench-gpu-{index:05d}" not in names for index in range(count)):
+        raise RuntimeError("the bench nodes are not numbered 0..N-1: `simctl.py down` the bench cluster and start again")
+    return count
+
+
+def main(scales=SCALES, keep: bool = False, repeats: int = REPEATS) -> list:
     rows = []
-    print("[bench] ledger at scale: starting a separate simulated cluster in .sim-bench", flush=True)
+    print("[bench] ledger at scale: starting (or reusing) a separate simulated cluster in .sim-bench", flush=True)
     simctl("up")
     try:
         from kubernetes import client, config  # pylint: disable=import-outside-toplevel
         kubeconfig = str(BENCH_SIM_DIR / "kubeconfig")
         config.load_kube_config(config_file=kubeconfig)
         core = client.CoreV1Api()
-        core.create_namespace({"metadata": {"name": "bench"}})
-        have = 0
+        try:
+            core.create_namespace({"metadata": {"name": "bench"}})
+        except client.ApiException as error:
+            if error.status != 409:  # a kept cluster already has it
+                raise
+        have = bench_nodes(core)
         for scale in scales:
+            if scale < have:
+                raise RuntimeError(f"the kept bench cluster already has {have} nodes, more than {scale}")
             started = time.monotonic()
             grow(core, have, scale)
             have = scale
-            print(f"[bench] {scale} nodes / {scale * PODS_PER_NODE} pods created in {time.monotonic() - started:.0f}s", flush=True)
-            runs = [run_module(kubeconfig) for _repeat in range(3)]
-            inner = [in_process(kubeconfig) for _repeat in range(3)]
+            print(f"[bench] {scale} nodes / {scale * PODS_PER_NODE} pods ready in {time.monotonic() - started:.0f}s", flush=True)
+            runs = [run_module(kubeconfig) for _repeat in range(repeats)]
+            inner = [in_process(kubeconfig) for _repeat in range(repeats)]
             memory = in_process(kubeconfig, measure_memory=True)
             gpu_nodes = [name for name in runs[0]["result"]["ledger"]["nodes"] if name.startswith("bench-gpu-")]
             assert len(gpu_nodes) == scale, f"ledger saw {len(gpu_nodes)} of {scale} nodes"
@@ -156,6 +175,7 @@ if __name__ == "__main__":
     import argparse
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scales", type=int, nargs="+", default=list(SCALES))
-    parser.add_argument("--keep", action="store_true", help="leave the bench cluster running (to profile it)")
+    parser.add_argument("--keep", action="store_true", help="leave the bench cluster running (to profile it, or to rerun)")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs per measurement (the median is reported)")
     options = parser.parse_args()
-    print(json.dumps(main(options.scales, options.keep), indent=2))
+    print(json.dumps(main(options.scales, options.keep, options.repeats), indent=2))
