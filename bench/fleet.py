@@ -46,8 +46,17 @@ def run_fleet(count: int, forks: int, sim: dict, workdir: Path) -> dict:
                             cwd=CHECKOUT, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
     if result.returncode != 0:
-        raise RuntimeError(f"fleet of {count} failed:\n{result.stdout[-4000:]}")
+        raise RuntimeError(f"fleet of {count} failed:\n{failures(result.stdout)}")
     return {"nodes": count, "forks": min(forks, count), "seconds": seconds, "nodes_per_minute": count * 60 / seconds}
+
+
+def failures(output: str) -> str:
+    """What each failed node said (the role's "GPU scheduling demo on <node> failed: ..." and fatal task results),
+    then the recap: the tail of a 50-node output would show neither."""
+    lines = output.splitlines()
+    said = [line for line in lines if "GPU scheduling demo on" in line or line.startswith(("fatal:", "failed:"))]
+    recap = lines[next((index for index, line in enumerate(lines) if line.startswith("PLAY RECAP")), len(lines)):]
+    return "\n".join(said[:40] + recap)
 
 
 def sim_env() -> dict:
