@@ -132,7 +132,7 @@ def ledger(core, node: str = NODE, resource: str = RESOURCE) -> dict:
             "pods": sorted(f"{pod.metadata.namespace}/{pod.metadata.name}" for pod in live)}
 
 
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.2):
+def wait_until(predicate, timeout: float = 30.0, what: str = "the condition", interval: float = 0.2):
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()

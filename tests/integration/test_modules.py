@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 
 import pytest
+
+from safety_helpers import wait_until
 
 POD = """
 apiVersion: v1
@@ -35,17 +36,6 @@ spec:
 """
 LEDGER = "gpuops.scheduling.gpu_ledger_facts"
 HEALTH = "gpuops.scheduling.vllm_health"
-
-
-def wait(predicate, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.2)
 
 
 def kubectl_allocated(sim, node: str, resource: str = "nvidia.com/gpu") -> list[int]:
@@ -124,7 +114,7 @@ def test_idle_node(walkthrough):
 def test_hold_and_queue_as_in_the_walkthrough(demo_pods):
     sim = demo_pods
     sim.kubectl("apply", "-f", "-", input=POD.format(name="gpu-demo-hold", command="nvidia-smi -L; env | grep NVIDIA; sleep 180"))
-    wait(lambda: pod_phase(sim, "gpu-demo-hold") == "Running")
+    wait_until(lambda: pod_phase(sim, "gpu-demo-hold") == "Running")
 
     held = sim.ansible_module(LEDGER, {"node": "prod102"})["ledger"]["nodes"]["prod102"]["resources"]["nvidia.com/gpu"]
     assert (held["allocatable"], held["requested"], held["limits"], held["free"]) == (1, 1, 1, 0)
@@ -139,7 +129,7 @@ def test_hold_and_queue_as_in_the_walkthrough(demo_pods):
         ledger = sim.ansible_module(LEDGER, {"node": "prod102"})["ledger"]
         return ledger if ledger["pending"] and ledger["pending"][0]["reason"] == "Unschedulable" else None
 
-    ledger = wait(scheduler_gave_up)
+    ledger = wait_until(scheduler_gave_up)
     queued = ledger["pending"]
     assert [entry["name"] for entry in queued] == ["gpu-demo-queue"]
     assert queued[0]["requests"] == {"nvidia.com/gpu": 1}

@@ -7,11 +7,11 @@ the same card once the hold is deleted; afterwards the node is as before and /he
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 
 import pytest
 import simctl  # tests/sim, put on sys.path by conftest
+from safety_helpers import wait_until
 
 UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
 POD = """
@@ -42,17 +42,6 @@ def pod(sim, name: str) -> dict:
     return json.loads(sim.kubectl("-n", "gpu-operator", "get", "pod", name, "-o", "json").stdout)
 
 
-def wait(predicate, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.2)
-
-
 def allocated_gpus(sim) -> str:
     describe = sim.kubectl("describe", "node", "prod102").stdout
     section = describe.split("Allocated resources:")[1]
@@ -76,9 +65,9 @@ def test_walkthrough_replays_with_kubectl(walkthrough_cluster):
     assert health(sim) == 200
 
     sim.kubectl("apply", "-f", "-", input=POD.format(name="gpu-demo-hold", command="nvidia-smi -L; env | grep NVIDIA; sleep 180"))
-    hold = wait(lambda: (p := pod(sim, "gpu-demo-hold"))["status"].get("phase") == "Running" and p)
+    hold = wait_until(lambda: (p := pod(sim, "gpu-demo-hold"))["status"].get("phase") == "Running" and p)
     assert hold["spec"]["nodeName"] == "prod102"
-    logs = wait(lambda: "NVIDIA_VISIBLE_DEVICES" in (out := sim.kubectl("-n", "gpu-operator", "logs", "gpu-demo-hold").stdout) and out)
+    logs = wait_until(lambda: "NVIDIA_VISIBLE_DEVICES" in (out := sim.kubectl("-n", "gpu-operator", "logs", "gpu-demo-hold").stdout) and out)
     assert f"GPU 0: NVIDIA H20 (UUID: {UUID})" in logs
     assert f"NVIDIA_VISIBLE_DEVICES={UUID}" in logs
     assert allocated_gpus(sim).split() == ["1", "1"]
@@ -86,7 +75,7 @@ def test_walkthrough_replays_with_kubectl(walkthrough_cluster):
     sim.kubectl("apply", "-f", "-", input=POD.format(name="gpu-demo-queue", command="nvidia-smi -L"))
     queue_uid = pod(sim, "gpu-demo-queue")["metadata"]["uid"]
     # By UID: events of earlier pods with the same name outlive them.
-    events = wait(lambda: json.loads(sim.kubectl(
+    events = wait_until(lambda: json.loads(sim.kubectl(
         "-n", "gpu-operator", "get", "events", "-o", "json",
         "--field-selector", f"involvedObject.uid={queue_uid},reason=FailedScheduling").stdout)["items"])
     message = events[0]["message"]
@@ -99,7 +88,7 @@ def test_walkthrough_replays_with_kubectl(walkthrough_cluster):
     assert health(sim) == 200
 
     sim.kubectl("-n", "gpu-operator", "delete", "pod", "gpu-demo-hold", "--wait=true")
-    queue = wait(lambda: (p := pod(sim, "gpu-demo-queue"))["status"].get("phase") == "Succeeded" and p)
+    queue = wait_until(lambda: (p := pod(sim, "gpu-demo-queue"))["status"].get("phase") == "Succeeded" and p)
     assert queue["spec"]["nodeName"] == "prod102"
     assert f"GPU 0: NVIDIA H20 (UUID: {UUID})" in sim.kubectl("-n", "gpu-operator", "logs", "gpu-demo-queue").stdout
     scheduled = json.loads(sim.kubectl("-n", "gpu-operator", "get", "events", "-o", "json",
