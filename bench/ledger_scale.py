@@ -28,6 +28,7 @@ PODS_PER_NODE = 10
 GPUS_PER_NODE = 8
 SCALES = (100, 500, 2000)
 REPEATS = 5
+GROW_THREADS = 16
 
 
 def simctl(*args: str) -> None:
@@ -62,7 +63,7 @@ def pod_body(node: str, index: int) -> dict:
 
 def grow(core, have: int, want: int) -> None:
     names = [f"bench-gpu-{index:05d}" for index in range(have, want)]
-    with ThreadPoolExecutor(16) as pool:
+    with ThreadPoolExecutor(GROW_THREADS) as pool:
         list(pool.map(lambda name: core.create_node(node_body(name), _preload_content=False), names))
         list(pool.map(lambda name: core.patch_node_status(name, node_status(name), _preload_content=False), names))
         pods = [pod_body(name, index) for name in names for index in range(PODS_PER_NODE)]
@@ -136,8 +137,12 @@ def main(scales=SCALES, keep: bool = False, repeats: int = REPEATS) -> list:
     try:
         from kubernetes import client, config  # pylint: disable=import-outside-toplevel
         kubeconfig = str(BENCH_SIM_DIR / "kubeconfig")
-        config.load_kube_config(config_file=kubeconfig)
-        core = client.CoreV1Api()
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        # One connection per growing thread, reused: with fewer, urllib3 opens (and the client leaks) a new
+        # TLS connection per request, and 20,000 pod creations ran out of file descriptors.
+        configuration.connection_pool_maxsize = GROW_THREADS
+        core = client.CoreV1Api(client.ApiClient(configuration))
         try:
             core.create_namespace({"metadata": {"name": "bench"}})
         except client.ApiException as error:

@@ -10,7 +10,7 @@ loading all come from kubernetes.core (``AUTH_ARG_SPEC`` and ``get_api_client``)
 modules connect exactly like ``kubernetes.core.k8s``. On top of that this file adds:
 
 * ``k8s_module()``: an ``AnsibleK8SModule`` with the auth options merged in;
-* ``k8s_client()``: kubernetes.core's client, with failures turned into ``K8sApiError``;
+* ``k8s_client()``: kubernetes.core's client for a task's options, with failures turned into ``K8sApiError``;
 * ``explain_api_errors()`` / ``api_error_message()``: turn ApiException / urllib3 / kubeconfig
   errors into one clear sentence naming the API server and what was being done;
 * ``CoreV1Reader``: core/v1 reads as plain API dicts, counting the calls it makes, optionally
@@ -90,17 +90,20 @@ def k8s_module(argument_spec=None, **kwargs):
     return module
 
 
-def k8s_client(module):
-    """kubernetes.core's client (``K8SClient``) for the module's connection options.
+def k8s_client(params):
+    """kubernetes.core's client (``K8SClient``) for a task's connection options (``params``).
 
+    Options a task leaves unset come from the ``K8S_AUTH_*`` variables, then the kubeconfig, as in
+    kubernetes.core (which also builds its lookup plugins' clients from plain options this way).
     Building it loads the kubeconfig (or in-cluster config) and, the first time a host is
     seen, runs kubernetes.core's API discovery: both can fail, and are explained here.
     """
+    options = dict((name, params.get(name)) for name in AUTH_ARG_SPEC if params.get(name) is not None)
     try:
-        return get_api_client(module=module)
+        return get_api_client(**options)
     except Exception as error:
-        kubeconfig = _kubeconfig_in_use(module)
-        message = api_error_message(error, "connect to the Kubernetes API", _host_in_use(module), kubeconfig)
+        kubeconfig = _kubeconfig_in_use(params)
+        message = api_error_message(error, "connect to the Kubernetes API", _host_in_use(params), kubeconfig)
         # Anything else at this stage (kubernetes.core's CoreException around a ConfigException,
         # a YAML or OS error while reading the kubeconfig) means the configuration is unusable.
         raise K8sApiError(message or _config_error_message(error, kubeconfig)) from error
@@ -266,19 +269,19 @@ def _transport_error_message(error, action, host):
     return "cannot reach {0} when trying to {1}: {2}".format(api, action, reason)
 
 
-def _host_in_use(module):
+def _host_in_use(params):
     """The API server kubernetes.core was connecting to, for error messages.
 
     An explicit ``host`` (option or K8S_AUTH_HOST) wins, as in kubernetes.core; otherwise loading
     the kubeconfig left it in the client's default configuration.
     """
-    host = module.params.get("host") or os.environ.get("K8S_AUTH_HOST")
+    host = params.get("host") or os.environ.get("K8S_AUTH_HOST")
     return host or Configuration.get_default_copy().host
 
 
-def _kubeconfig_in_use(module):
+def _kubeconfig_in_use(params):
     """The kubeconfig kubernetes.core will load, in its order of precedence, for error messages."""
-    return (module.params.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG")
+    return (params.get("kubeconfig") or os.environ.get("K8S_AUTH_KUBECONFIG")
             or os.environ.get("KUBECONFIG") or "~/.kube/config")
 
 

@@ -346,44 +346,15 @@ api_requests:
   sample: 3
 """
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import (
-    CoreV1Reader,
-    K8sApiError,
-    k8s_client,
-    k8s_module,
-)
-from ansible_collections.gpuops.scheduling.plugins.module_utils._ledger import (
-    DEFAULT_RESOURCE_NAMES,
-    LedgerError,
-    read_ledger,
-)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import k8s_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._task import run_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._task_gpu_ledger_facts import OPTIONS, run
 
 
 def main():
-    module = k8s_module(
-        argument_spec=dict(
-            node=dict(type="str"),
-            resource_names=dict(type="list", elements="str", default=list(DEFAULT_RESOURCE_NAMES)),
-            operator_namespace=dict(type="str"),
-        ),
-        supports_check_mode=True,
-    )
-    try:
-        reader = CoreV1Reader(k8s_client(module))
-        ledger = read_ledger(
-            reader,
-            node=module.params["node"],
-            patterns=module.params["resource_names"],
-            operator_namespace=module.params["operator_namespace"],
-        )
-        module.exit_json(
-            changed=False,
-            ledger=ledger,
-            api_calls=reader.calls,
-            api_requests=reader.requests,
-        )
-    except (K8sApiError, LedgerError) as error:
-        module.fail_json(msg=str(error))
+    # The logic is in module_utils/_task_gpu_ledger_facts.py, shared with the action plugin that runs it in the
+    # controller's process when the task runs on the controller.
+    run_module(k8s_module(argument_spec=OPTIONS, supports_check_mode=True), run)
 
 
 if __name__ == "__main__":

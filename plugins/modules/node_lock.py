@@ -136,140 +136,15 @@ previous_holder:
   sample: run-20261129-2001@awx-job-4407
 """
 
-import json
-
-from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import (
-    K8sApiError,
-    api_host,
-    core_v1_api,
-    explain_api_errors,
-    k8s_client,
-    k8s_module,
-)
-from ansible_collections.gpuops.scheduling.plugins.module_utils._lease import (
-    decide,
-    describe,
-    lease_body,
-    lease_name,
-    parse_micro_time,
-    refusal_message,
-    utc_now,
-)
-
-try:
-    from kubernetes.client.rest import ApiException
-except ImportError:
-    # k8s_module() reports the missing library.
-    pass
-
-
-class NodeLock:
-    """Reads and writes one node's Lease."""
-
-    def __init__(self, client, node, namespace, holder):
-        self.api = core_v1_api(client)
-        self.host = api_host(client)
-        self.node = node
-        self.namespace = namespace
-        self.name = lease_name(node)
-        self.holder = holder
-
-    def read(self):
-        with explain_api_errors("read Lease {0}/{1}".format(self.namespace, self.name), self.host):
-            try:
-                return json.loads(self.api.lease("GET", self.namespace, self.name).data)
-            except ApiException as error:
-                if error.status == 404:
-                    return None
-                raise
-
-    def _write(self, method, body):
-        """Create (POST) or replace (PUT); None when another run got there first (409 Conflict)."""
-        with explain_api_errors("write Lease {0}/{1}".format(self.namespace, self.name), self.host):
-            try:
-                return json.loads(self.api.lease(method, self.namespace, self.name if method == "PUT" else None, body).data)
-            except ApiException as error:
-                if error.status == 409:
-                    return None
-                raise
-
-    def acquire(self, duration_seconds, labels, check_mode):
-        now = utc_now()
-        current = self.read()
-        action = decide(current, self.holder, now)
-        if action == "refuse":
-            raise LockHeld(refusal_message(self.node, current, now))
-        result = {"outcome": {"create": "created", "renew": "renewed", "take_over": "took_over"}[action]}
-        if action == "take_over":
-            result["previous_holder"] = describe(current, now)["holder"]
-        if check_mode:
-            return result, current
-        if action == "create":
-            written = self._write("POST", lease_body(self.name, self.namespace, self.holder, duration_seconds, now, labels))
-        else:
-            acquired = parse_micro_time(current["spec"].get("acquireTime")) if action == "renew" else now
-            body = lease_body(self.name, self.namespace, self.holder, duration_seconds, now, labels,
-                              acquired=acquired, resource_version=current["metadata"]["resourceVersion"])
-            written = self._write("PUT", body)
-        if written is None:
-            # Lost a race: report the winner as any later refusal would.
-            raise LockHeld(refusal_message(self.node, self.read() or {}, utc_now()))
-        return result, written
-
-    def release(self, check_mode):
-        current = self.read()
-        if current is None:
-            return {"outcome": "absent"}, None
-        if describe(current, utc_now())["holder"] != self.holder:
-            return {"outcome": "not_held"}, current
-        if not check_mode:
-            with explain_api_errors("delete Lease {0}/{1}".format(self.namespace, self.name), self.host):
-                try:
-                    self.api.lease("DELETE", self.namespace, self.name, body={
-                        "preconditions": {"resourceVersion": current["metadata"]["resourceVersion"]}})
-                except ApiException as error:
-                    if error.status not in (404, 409):
-                        raise
-        return {"outcome": "released"}, current
-
-
-class LockHeld(Exception):
-    """Another run holds the node."""
-
-
-def summary(lease, namespace, name):
-    state = describe(lease, utc_now()) if lease else {}
-    return dict(name=name, namespace=namespace, holder=state.get("holder"), acquired=state.get("acquired"),
-                renewed=state.get("renewed"), expires=state.get("expires"), expired=state.get("expired"))
+from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import k8s_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._task import run_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._task_node_lock import OPTIONS, run
 
 
 def main():
-    module = k8s_module(
-        argument_spec=dict(
-            node=dict(type="str", required=True),
-            namespace=dict(type="str", required=True),
-            holder=dict(type="str", required=True),
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            duration_seconds=dict(type="int", default=900),
-            labels=dict(type="dict", default={}),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    if params["duration_seconds"] < 1:
-        module.fail_json(msg="duration_seconds must be a positive number of seconds, got {0}".format(params["duration_seconds"]))
-    try:
-        lock = NodeLock(k8s_client(module), params["node"], params["namespace"], params["holder"])
-        if params["state"] == "present":
-            result, lease = lock.acquire(params["duration_seconds"], params["labels"], module.check_mode)
-        else:
-            result, lease = lock.release(module.check_mode)
-    except LockHeld as error:
-        module.fail_json(msg=str(error), locked=True)
-    except K8sApiError as error:
-        module.fail_json(msg=str(error))
-    changed = result["outcome"] in ("created", "renewed", "took_over", "released")
-    module.exit_json(changed=changed, lease=summary(lease, params["namespace"], lock.name), **result)
+    # The logic is in module_utils/_task_node_lock.py, shared with the action plugin that runs it in the
+    # controller's process when the task runs on the controller.
+    run_module(k8s_module(argument_spec=OPTIONS, supports_check_mode=True), run)
 
 
 if __name__ == "__main__":

@@ -169,52 +169,15 @@ error:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import Request
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._health import check_health
+from ansible_collections.gpuops.scheduling.plugins.module_utils._task import run_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._task_vllm_health import OPTIONS, run
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            url=dict(type="str", required=True),
-            models_url=dict(type="str"),
-            expected_status=dict(type="list", elements="int", default=[200]),
-            timeout=dict(type="float", default=10),
-            retries=dict(type="int", default=0),
-            delay=dict(type="float", default=2),
-            headers=dict(type="dict", default={}),
-            bearer_token=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", default=True),
-            ca_path=dict(type="path"),
-            use_proxy=dict(type="bool", default=True),
-            fail_on_unhealthy=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    headers = dict(params["headers"])
-    if params["bearer_token"]:
-        headers["Authorization"] = "Bearer {0}".format(params["bearer_token"])
-    request = Request(
-        headers=headers,
-        timeout=params["timeout"],
-        validate_certs=params["validate_certs"],
-        ca_path=params["ca_path"],
-        use_proxy=params["use_proxy"],
-        http_agent="gpuops.scheduling.vllm_health",
-    )
-    result = check_health(
-        request,
-        params["url"],
-        expected_status=params["expected_status"],
-        models_url=params["models_url"],
-        retries=params["retries"],
-        delay=params["delay"],
-    )
-    if not result["healthy"] and params["fail_on_unhealthy"]:
-        module.fail_json(msg=result["error"], **result)
-    module.exit_json(changed=False, **result)
+    # The logic is in module_utils/_task_vllm_health.py, shared with the action plugin that runs it in the
+    # controller's process when the task runs on the controller.
+    run_module(AnsibleModule(argument_spec=OPTIONS, supports_check_mode=True), run)
 
 
 if __name__ == "__main__":

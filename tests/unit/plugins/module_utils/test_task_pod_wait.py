@@ -2,13 +2,14 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""pod_wait's list + watch loop against a scripted CoreV1Api (no cluster)."""
+"""pod_wait's task function (list + watch loop) against a scripted CoreV1Api (no cluster)."""
 
 import json
 
 import pytest
 
-from ansible_collections.gpuops.scheduling.plugins.modules import pod_wait
+from ansible_collections.gpuops.scheduling.plugins.module_utils import _task_pod_wait as pod_wait
+from ansible_collections.gpuops.scheduling.plugins.module_utils._task import TaskFailed
 from kubernetes.client.rest import ApiException
 
 SEED = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: "
@@ -126,6 +127,21 @@ class FakeModule:
         raise SystemExit(1)
 
 
+def run(module, api, reader=None):
+    """One step, failing as the module does (fail_json with the result so far)."""
+    try:
+        return pod_wait.run_single(module.params, api, reader, module.check_mode, module.warn)
+    except TaskFailed as failure:
+        module.fail_json(msg=failure.msg, **failure.result)
+
+
+def run_steps(module, api, reader=None):
+    try:
+        return pod_wait.run_steps(module.params, api, reader, module.check_mode, module.warn)
+    except TaskFailed as failure:
+        module.fail_json(msg=failure.msg, **failure.result)
+
+
 def event(reason, message, uid="uid-gpu-demo-queue", name="gpu-demo-queue"):
     return {"metadata": {"name": name + ".x", "creationTimestamp": "2026-10-12T08:01:05Z"},
             "involvedObject": {"kind": "Pod", "name": name, "uid": uid}, "reason": reason, "message": message,
@@ -139,7 +155,7 @@ def test_unschedulable_waits_for_condition_and_event():
         events=[],
         event_watches=[[event("FailedScheduling", SEED)]],
     )
-    result = pod_wait.run(FakeModule(names=["gpu-demo-queue"], condition="unschedulable"), api)
+    result = run(FakeModule(names=["gpu-demo-queue"], condition="unschedulable"), api)
     assert result["changed"] is False
     entry = result["failed_scheduling"][0]
     assert entry["from_event"] is True
@@ -154,7 +170,7 @@ def test_unschedulable_fails_fast_when_the_pod_gets_scheduled():
     api = FakeApi(pods=[make_pod("gpu-demo-queue", phase="Running", node="prod102", scheduled=True)])
     module = FakeModule(names=["gpu-demo-queue"], condition="unschedulable")
     with pytest.raises(SystemExit):
-        pod_wait.run(module, api)
+        run(module, api)
     assert "it was scheduled: Running on prod102" in module.failed["msg"]
     assert module.failed["pods"][0]["phase"] == "Running"
 
@@ -166,7 +182,7 @@ def test_running_with_log_pattern_polls_until_evidence_is_printed():
         watches=[[("MODIFIED", make_pod("gpu-demo-hold-0", node="prod102", scheduled=True)), ("MODIFIED", running)]],
         logs={"gpu-demo-hold-0": ["", "GPU 0: NVIDIA H20 (UUID: GPU-1)\n", "GPU 0: NVIDIA H20 (UUID: GPU-1)\nend\n"]},
     )
-    result = pod_wait.run(FakeModule(label_selectors=["run=1"], count=1, condition="running", node="prod102",
+    result = run(FakeModule(label_selectors=["run=1"], count=1, condition="running", node="prod102",
                                      log_ready_pattern="(?m)^end$"), api)
     assert result["pods"][0]["log"].endswith("end\n")
     assert set(result["transitions"]["gpu-demo-hold-0"]) >= {"created", "scheduled", "running"}
@@ -179,7 +195,7 @@ def test_timeout_names_pods_and_reasons(monkeypatch):
     api = FakeApi(pods=[make_pod("gpu-demo-queue", scheduled="Unschedulable")], watches=[[]])
     module = FakeModule(names=["gpu-demo-queue"], condition="succeeded", timeout=5)
     with pytest.raises(SystemExit):
-        pod_wait.run(module, api)
+        run(module, api)
     assert module.failed["msg"].startswith("timed out after 5s waiting for gpu-demo-queue to be succeeded: "
                                            "gpu-demo-queue: Pending (Unschedulable: 0/1 nodes are available")
 
@@ -188,7 +204,7 @@ def test_delete_by_name_then_wait_gone():
     holding = make_pod("gpu-demo-hold", phase="Running", node="prod102", scheduled=True)
     api = FakeApi(pods=[holding], watches=[[("MODIFIED", make_pod("gpu-demo-hold", phase="Running", deleting=True)),
                                             ("DELETED", make_pod("gpu-demo-hold", phase="Running", deleting=True))]])
-    result = pod_wait.run(FakeModule(names=["gpu-demo-hold", "gpu-demo-hold-gone"], condition="deleted",
+    result = run(FakeModule(names=["gpu-demo-hold", "gpu-demo-hold-gone"], condition="deleted",
                                      delete=["gpu-demo-hold", "gpu-demo-hold-gone"]), api)
     assert result["changed"] is True
     assert result["deleted"] == ["gpu-demo-hold"]
@@ -198,7 +214,7 @@ def test_delete_by_name_then_wait_gone():
 
 def test_delete_in_check_mode_is_a_dry_run_without_wait():
     api = FakeApi(pods=[make_pod("gpu-demo-hold", phase="Running")])
-    result = pod_wait.run(FakeModule(check_mode=True, names=["gpu-demo-hold"], condition="deleted",
+    result = run(FakeModule(check_mode=True, names=["gpu-demo-hold"], condition="deleted",
                                      delete=["gpu-demo-hold"]), api)
     assert result["changed"] is True
     assert ("delete", "gpu-demo-hold", "All") in api.calls
@@ -210,7 +226,7 @@ def test_delete_matching_by_label():
                   watches=[[("DELETED", make_pod(name)) for name in ("a", "b", "c")]])
     module = FakeModule(label_selectors=["gpuops.scheduling/run-id=x"], condition="deleted", delete_matching=True,
                         warn_on_delete=True)
-    result = pod_wait.run(module, api)
+    result = run(module, api)
     assert result["deleted"] == ["b", "a"]
     assert module.warnings == ["deleted 2 pod(s) in namespace gpu-operator: b, a"]
 
@@ -227,7 +243,7 @@ def test_resource_version_too_old_lists_again():
         return original(namespace, watch=watch, **kwargs)
 
     api.list_namespaced_pod = relist
-    result = pod_wait.run(FakeModule(names=["p"], condition="running"), api)
+    result = run(FakeModule(names=["p"], condition="running"), api)
     assert result["pods"][0]["phase"] == "Running"
 
 
@@ -236,7 +252,7 @@ def test_events_are_returned_on_failure_too():
                   events=[event("Scheduled", "Successfully assigned gpu-operator/q to prod102", uid="uid-q", name="q")])
     module = FakeModule(names=["q"], condition="succeeded", events=True)
     with pytest.raises(SystemExit):
-        pod_wait.run(module, api)
+        run(module, api)
     assert module.failed["events"][0]["reason"] == "Scheduled"
 
 
@@ -253,7 +269,7 @@ def test_create_then_wait_and_follow_other_pods_of_the_selector():
         return Response(body)
 
     api.create_namespaced_pod = create
-    result = pod_wait.run(FakeModule(create=[{"metadata": {"name": "gpu-demo-queue"}}], names=["gpu-demo-queue"],
+    result = run(FakeModule(create=[{"metadata": {"name": "gpu-demo-queue"}}], names=["gpu-demo-queue"],
                                      label_selectors=["run=1"], condition="unschedulable"), api)
     assert created == [("gpu-operator", "gpu-demo-queue", None)]
     assert result["created"] == ["gpu-demo-queue"] and result["changed"] is True
@@ -266,7 +282,7 @@ def test_create_in_check_mode_is_a_dry_run():
     api = FakeApi(pods=[])
     calls = []
     api.create_namespaced_pod = lambda namespace, body, **kwargs: calls.append(kwargs.get("dry_run")) or Response(body)
-    result = pod_wait.run(FakeModule(check_mode=True, create=[{"metadata": {"name": "x"}}], names=["x"],
+    result = run(FakeModule(check_mode=True, create=[{"metadata": {"name": "x"}}], names=["x"],
                                      condition="running"), api)
     assert calls == ["All"]
     assert result["created"] == ["x"]
@@ -277,7 +293,7 @@ def test_dry_run_reports_what_admission_made_of_the_pod():
     api = FakeApi(pods=[])
     admitted = {"metadata": {"name": "h"}, "spec": {"priority": 0, "priorityClassName": "np", "preemptionPolicy": "Never"}}
     api.create_namespaced_pod = lambda namespace, body, **kwargs: Response(dict(admitted, dry=kwargs.get("dry_run")))
-    result = pod_wait.run(FakeModule(dry_run=True, create=[{"metadata": {"name": "h"}}], names=["h"], condition=None), api)
+    result = run(FakeModule(dry_run=True, create=[{"metadata": {"name": "h"}}], names=["h"], condition=None), api)
     assert result["admitted"]["h"]["preemption_policy"] == "Never"
     assert result["changed"] is False
     assert result["transitions"] == {}
@@ -301,12 +317,12 @@ def test_ledger_is_read_once_the_condition_holds():
             "status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"},
                        "conditions": [{"type": "Ready", "status": "True"}]}}
     api = FakeApi(pods=[make_pod("q", scheduled="Unschedulable")], events=[event("FailedScheduling", SEED, uid="uid-q")])
-    result = pod_wait.run(FakeModule(names=["q"], condition="unschedulable", ledger_node="prod102"), api,
+    result = run(FakeModule(names=["q"], condition="unschedulable", ledger_node="prod102"), api,
                           reader=FakeReader(node))
     assert result["ledger"]["nodes"]["prod102"]["resources"]["nvidia.com/gpu"]["allocatable"] == 1
     module = FakeModule(names=["q"], condition="unschedulable", ledger_node="prod999")
     with pytest.raises(SystemExit):
-        pod_wait.run(module, api, reader=FakeReader(node))
+        run(module, api, reader=FakeReader(node))
     assert "node 'prod999' not found" in module.failed["msg"]
 
 
@@ -326,7 +342,7 @@ def test_steps_run_in_order_and_stop_at_the_first_failure():
     ]
     module = StepModule(steps, label_selectors=["run=1"], node="prod102")
     with pytest.raises(SystemExit):
-        pod_wait.run_steps(module, api)
+        run_steps(module, api)
     failed = module.failed
     assert [step["name"] for step in failed["steps"]] == ["hold", "queue"]
     assert failed["failed_step"] == "queue"
@@ -338,7 +354,7 @@ def test_steps_inherit_the_module_options():
     api = FakeApi(pods=[make_pod("h", phase="Running", node="prod999", scheduled=True)])
     module = StepModule([{"names": ["h"], "condition": "running"}], node="prod102")
     with pytest.raises(SystemExit):
-        pod_wait.run_steps(module, api)
+        run_steps(module, api)
     assert "scheduled on prod999, not on prod102" in module.failed["msg"]
 
 
@@ -349,7 +365,7 @@ def test_dry_run_applies_to_its_own_step_only():
         {"name": "admit", "names": ["h"], "delete": ["h"], "dry_run": True, "condition": "deleted"},
         {"name": "remove", "names": ["h"], "delete": ["h"], "condition": "deleted"},
     ]
-    result = pod_wait.run_steps(StepModule(steps, label_selectors=["run=1"]), api)
+    result = run_steps(StepModule(steps, label_selectors=["run=1"]), api)
     deletes = [call for call in api.calls if call[0] == "delete"]
     assert deletes == [("delete", "h", "All"), ("delete", "h", None)]
     assert [step["changed"] for step in result["steps"]] == [False, True]

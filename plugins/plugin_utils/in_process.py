@@ -1,0 +1,142 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Run a module's task function in the controller's task worker when the task runs on the controller anyway.
+
+Every Kubernetes call of this collection runs on the controller (``connection: local``). Run as a module,
+each task starts a new Python process that imports ansible and the kubernetes client (~0.5 s of CPU on a
+small controller), then hands its result back as JSON: seven such tasks were most of a pre-flight's time,
+and most of a fleet run's CPU. The action plugin runs the same task function (module_utils/_task_*.py)
+in the worker ansible-playbook already forked for the task. The kubernetes client is imported once, in
+ansible-playbook's main process, when the strategy loads this plugin, and every worker inherits it.
+
+It does so only where the module would have run in that same place, as that same user, with that same
+Python: a ``local`` connection, no become, no async, and ``ansible_python_interpreter`` unset or the
+controller's own Python. Anywhere else, and when the controller's Python lacks the kubernetes client,
+the module is shipped and run as usual (``-vvv`` says which and why).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import os
+import sys
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.common.parameters import remove_values
+from ansible.module_utils.errors import UnsupportedError
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import module_argument_spec
+from ansible_collections.gpuops.scheduling.plugins.module_utils._task import TaskFailed
+
+try:
+    import kubernetes  # noqa: F401 pylint: disable=unused-import
+    HAS_KUBERNETES = True
+except ImportError:
+    HAS_KUBERNETES = False
+
+display = Display()
+
+
+def why_not_in_process(transport, become, async_val, interpreter, needs_kubernetes, executable=None):
+    """None when the module would run here anyway; otherwise the reason to ship it as a module."""
+    executable = executable or sys.executable
+    if transport != "local":
+        return "the task's connection is {0}, not local".format(transport)
+    if become:
+        return "become is set: the module must run as another user"
+    if async_val:
+        return "async tasks run as modules"
+    if interpreter and os.path.normpath(interpreter) != os.path.normpath(executable):
+        return "ansible_python_interpreter is {0}, not the controller's {1}".format(interpreter, executable)
+    if needs_kubernetes and not HAS_KUBERNETES:
+        return "the controller's Python has no kubernetes client (the module says how to install it)"
+    return None
+
+
+@contextlib.contextmanager
+def task_environment(environment):
+    """os.environ with the task's ``environment:`` on top, as the module's process would have had it.
+
+    The worker is a process of its own for this one task, so nothing leaks into other tasks; it is
+    restored anyway.
+    """
+    saved = dict(os.environ)
+    os.environ.update(dict((str(key), str(value)) for key, value in environment.items()))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def validate(options, args, module_name):
+    """(params, no_log values, error message or None), as AnsibleModule validates a module's arguments."""
+    validation = ArgumentSpecValidator(options).validate(args)
+    if validation.error_messages:
+        message = validation.errors.msg
+        if isinstance(validation.errors[0], UnsupportedError):
+            message = "Unsupported parameters for ({0}) module: {1}".format(module_name, message)
+        return None, set(), message
+    return validation.validated_parameters, set(validation._no_log_values), None
+
+
+class InProcessModule(ActionBase):
+    """Base of an action plugin that runs the module of the same name in-process where it can.
+
+    A subclass sets ``OPTIONS`` (the module's own options), ``TASK`` (its task function) and ``K8S``
+    (whether it takes kubernetes.core's connection options).
+    """
+
+    OPTIONS = {}
+    TASK = None
+    K8S = True
+    _supports_check_mode = True
+    _supports_async = True
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        super(InProcessModule, self).run(tmp, task_vars)
+        module_name = self._task.resolved_action or self._task.action
+        interpreter = task_vars.get("ansible_python_interpreter")
+        if interpreter is not None:
+            interpreter = self._templar.template(interpreter)
+        why_not = why_not_in_process(self._connection.transport, self._play_context.become, self._task.async_val,
+                                     interpreter, self.K8S)
+        if why_not:
+            display.vvv("{0}: running as a module: {1}".format(module_name, why_not))
+            return self._execute_module(module_name=module_name, task_vars=task_vars,
+                                        wrap_async=bool(self._task.async_val))
+        display.vvv("{0}: running in the controller's process".format(module_name))
+        environment = {}
+        self._compute_environment_string(environment)
+        with task_environment(environment):
+            return self._run_here(module_name)
+
+    def _run_here(self, module_name):
+        options = module_argument_spec(self.OPTIONS) if self.K8S else self.OPTIONS
+        params, no_log_values, error = validate(options, dict(self._task.args), module_name)
+        if error:
+            return dict(failed=True, msg=error)
+        if self.K8S and isinstance(params.get("kubeconfig"), str):
+            # As _k8s_client.k8s_module: a kubeconfig path is no secret, and masking it would hide which file an
+            # error is about (kubernetes.core marks the option no_log for its inline, credential-holding form).
+            no_log_values.discard(params["kubeconfig"])
+        warnings = []
+        try:
+            result = dict(self.TASK(params, self._play_context.check_mode, warnings.append))
+        except TaskFailed as failure:
+            result = dict(failure.result, failed=True, msg=failure.msg)
+        result.setdefault("changed", False)
+        result["invocation"] = {"module_args": params}
+        if warnings:
+            result["warnings"] = warnings
+        # Secrets among the arguments never reach the result, as AnsibleModule.exit_json guarantees. (Walking a
+        # large result costs time: skipped when there is nothing to hide, which changes nothing.)
+        return remove_values(result, no_log_values) if no_log_values else result
