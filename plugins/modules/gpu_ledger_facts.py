@@ -54,6 +54,7 @@ extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - ansible.builtin.action_common_attributes
   - gpuops.scheduling.k8s_action_group
+  - gpuops.scheduling.in_process
 attributes:
   check_mode:
     support: full

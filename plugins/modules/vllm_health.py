@@ -86,6 +86,7 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuops.scheduling.in_process
 attributes:
   check_mode:
     support: full

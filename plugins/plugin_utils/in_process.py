@@ -31,6 +31,7 @@ from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible.utils.vars import merge_hash
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import module_argument_spec
 from ansible_collections.gpuops.scheduling.plugins.module_utils._task import TaskFailed
@@ -53,11 +54,26 @@ def why_not_in_process(transport, become, async_val, interpreter, needs_kubernet
         return "become is set: the module must run as another user"
     if async_val:
         return "async tasks run as modules"
-    if interpreter and os.path.normpath(interpreter) != os.path.normpath(executable):
+    if interpreter and not same_python(interpreter, executable):
         return "ansible_python_interpreter is {0}, not the controller's {1}".format(interpreter, executable)
     if needs_kubernetes and not HAS_KUBERNETES:
         return "the controller's Python has no kubernetes client (the module says how to install it)"
     return None
+
+
+def same_python(interpreter, executable):
+    """Whether ``interpreter`` is ``executable``'s Python with its packages.
+
+    The same file in the same directory: a virtualenv's python, python3 and python3.11 are links to one
+    interpreter and find the virtualenv from their directory, while the base interpreter (the links' target)
+    does not see the virtualenv's packages.
+    """
+    try:
+        return (os.path.dirname(os.path.abspath(interpreter)) == os.path.dirname(os.path.abspath(executable))
+                and os.path.samefile(interpreter, executable))
+    except OSError:
+        # Not a path to a file (e.g. "/usr/bin/env python3"): it may be any Python.
+        return False
 
 
 @contextlib.contextmanager
@@ -102,7 +118,7 @@ class InProcessModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        super(InProcessModule, self).run(tmp, task_vars)
+        result = super(InProcessModule, self).run(tmp, task_vars)
         module_name = self._task.resolved_action or self._task.action
         interpreter = task_vars.get("ansible_python_interpreter")
         if interpreter is not None:
@@ -111,13 +127,18 @@ class InProcessModule(ActionBase):
                                      interpreter, self.K8S)
         if why_not:
             display.vvv("{0}: running as a module: {1}".format(module_name, why_not))
-            return self._execute_module(module_name=module_name, task_vars=task_vars,
-                                        wrap_async=bool(self._task.async_val))
+            # As ansible.builtin.normal, the action behind every plain module.
+            wrap_async = self._task.async_val and not self._connection.has_native_async
+            result = merge_hash(result, self._execute_module(module_name=module_name, task_vars=task_vars,
+                                                             wrap_async=wrap_async))
+            if not wrap_async:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+            return result
         display.vvv("{0}: running in the controller's process".format(module_name))
         environment = {}
         self._compute_environment_string(environment)
         with task_environment(environment):
-            return self._run_here(module_name)
+            return merge_hash(result, self._run_here(module_name))
 
     def _run_here(self, module_name):
         options = module_argument_spec(self.OPTIONS) if self.K8S else self.OPTIONS

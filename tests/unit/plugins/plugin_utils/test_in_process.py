@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""plugin_utils/in_process.py: where a task may run in the controller's process, argument checks as
+AnsibleModule makes them, and the same task (vllm_health against a tiny server on 127.0.0.1) run both
+ways by ansible-playbook, giving the same result."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils import _task_vllm_health
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import in_process
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "modules"))
+from test_vllm_health import TOKEN, vllm  # noqa: E402,F401 pylint: disable=wrong-import-position,unused-import
+
+CHECKOUT = Path(__file__).resolve().parents[4]
+@pytest.fixture()
+def venv(tmp_path):
+    """A virtualenv's bin/ with python -> python3 -> the base interpreter, as `python -m venv` lays it out."""
+    base = tmp_path / "base" / "python3.11"
+    base.parent.mkdir()
+    base.write_text("")
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python3").symlink_to(base)
+    (bin_dir / "python").symlink_to("python3")
+    return bin_dir
+
+
+@pytest.mark.parametrize("transport, become, async_val, interpreter, why", [
+    ("local", False, 0, None, None),
+    ("local", False, 0, "venv/bin/python", None),
+    ("local", False, 0, "venv/bin/python3", None),
+    ("local", False, 0, "venv/bin/../bin/python", None),
+    ("ssh", False, 0, None, "the task's connection is ssh, not local"),
+    ("local", True, 0, None, "become is set: the module must run as another user"),
+    ("local", False, 30, None, "async tasks run as modules"),
+    ("local", False, 0, "base/python3.11", "ansible_python_interpreter is base/python3.11, not the controller's venv/bin/python"),
+    ("local", False, 0, "/usr/bin/env python3", "ansible_python_interpreter is /usr/bin/env python3, not the controller's venv/bin/python"),
+])
+def test_runs_in_process_only_where_the_module_would_run_anyway(venv, monkeypatch, transport, become, async_val, interpreter, why):
+    monkeypatch.chdir(venv.parent.parent)
+    assert in_process.why_not_in_process(transport, become, async_val, interpreter, False, executable="venv/bin/python") == why
+
+
+def test_a_controller_without_the_kubernetes_client_ships_kubernetes_tasks_as_modules(monkeypatch):
+    monkeypatch.setattr(in_process, "HAS_KUBERNETES", False)
+    assert "no kubernetes client" in in_process.why_not_in_process("local", False, 0, None, True, executable=sys.executable)
+    assert in_process.why_not_in_process("local", False, 0, None, False, executable=sys.executable) is None
+
+
+def test_arguments_are_checked_and_coerced_as_ansible_module_does():
+    params, no_log, error = in_process.validate(_task_vllm_health.OPTIONS, {"url": "http://x", "timeout": "3",
+                                                                           "bearer_token": "s3cret"}, "m")
+    assert error is None and params["timeout"] == 3.0 and params["retries"] == 0 and no_log == {"s3cret"}
+    assert in_process.validate(_task_vllm_health.OPTIONS, {}, "m")[2] == "missing required arguments: url"
+    error = in_process.validate(_task_vllm_health.OPTIONS, {"url": "http://x", "bogus": 1}, "gpuops.scheduling.vllm_health")[2]
+    assert error.startswith("Unsupported parameters for (gpuops.scheduling.vllm_health) module: bogus. Supported parameters include:")
+    assert "cannot be converted to an int" in in_process.validate(_task_vllm_health.OPTIONS, {"url": "u", "retries": "x"}, "m")[2]
+
+
+def test_the_task_environment_applies_inside_and_is_restored(monkeypatch):
+    monkeypatch.setenv("GPUOPS_KEPT", "1")
+    monkeypatch.delenv("GPUOPS_TASK", raising=False)
+    with in_process.task_environment({"GPUOPS_TASK": 2, "GPUOPS_KEPT": "3"}):
+        assert os.environ["GPUOPS_TASK"] == "2" and os.environ["GPUOPS_KEPT"] == "3"
+    assert "GPUOPS_TASK" not in os.environ and os.environ["GPUOPS_KEPT"] == "1"
+
+
+PLAYBOOK = textwrap.dedent("""\
+    - hosts: localhost
+      gather_facts: false
+      tasks:
+        - gpuops.scheduling.vllm_health:
+            url: "{{ base }}/health"
+            models_url: "{{ base }}/v1/models"
+            bearer_token: "{{ token }}"
+            fail_on_unhealthy: "{{ strict }}"
+          register: health
+          ignore_errors: true
+        - ansible.builtin.copy:
+            content: "{{ health | to_json }}"
+            dest: "{{ out }}"
+    """)
+
+
+def run_playbook(tmp_path, base, interpreter, strict=True):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(PLAYBOOK)
+    out = tmp_path / "result.json"
+    extra_vars = {"base": base, "token": TOKEN, "strict": strict, "out": str(out)}
+    env = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
+    completed = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook), "-i", "localhost,", "-c", "local", "-vvv",
+         "-e", json.dumps(extra_vars), "-e", "ansible_python_interpreter=" + interpreter],
+        cwd=CHECKOUT, capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    return completed.stdout, json.loads(out.read_text())
+
+
+def comparable(result):
+    # What differs between two runs of the same check: timings, and where the module was run from.
+    return {key: value for key, value in result.items() if key not in ("latency_ms", "elapsed", "invocation", "_ansible_no_log")}
+
+
+@pytest.mark.parametrize("status", [200, 503])
+def test_in_process_and_module_runs_give_the_same_result(tmp_path, vllm, status):
+    server = vllm(health_status=status, token=TOKEN)
+    # The same Python under another path: the plugin cannot tell it is the controller's, so it ships the module.
+    other_path = tmp_path / "python"
+    other_path.symlink_to(sys.executable)
+    here_output, here = run_playbook(tmp_path, server.base, sys.executable)
+    shipped_output, shipped = run_playbook(tmp_path, server.base, str(other_path))
+    assert "gpuops.scheduling.vllm_health: running in the controller's process" in here_output
+    assert "gpuops.scheduling.vllm_health: running as a module: ansible_python_interpreter is " in shipped_output
+    assert comparable(here) == comparable(shipped)
+    assert here["failed"] is (status != 200) and here["healthy"] is (status == 200)
+    assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in here_output  # -vvv shows the arguments, masked
+    assert TOKEN not in here_output and TOKEN not in json.dumps(here)
