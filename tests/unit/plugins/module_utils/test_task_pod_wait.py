@@ -183,7 +183,7 @@ def test_running_with_log_pattern_polls_until_evidence_is_printed():
         logs={"gpu-demo-hold-0": ["", "GPU 0: NVIDIA H20 (UUID: GPU-1)\n", "GPU 0: NVIDIA H20 (UUID: GPU-1)\nend\n"]},
     )
     result = run(FakeModule(label_selectors=["run=1"], count=1, condition="running", node="prod102",
-                                     log_ready_pattern="(?m)^end$"), api)
+                            log_ready_pattern="(?m)^end$"), api)
     assert result["pods"][0]["log"].endswith("end\n")
     assert set(result["transitions"]["gpu-demo-hold-0"]) >= {"created", "scheduled", "running"}
     assert api.calls[0] == ("pods", "list", None, "run=1")
@@ -205,7 +205,7 @@ def test_delete_by_name_then_wait_gone():
     api = FakeApi(pods=[holding], watches=[[("MODIFIED", make_pod("gpu-demo-hold", phase="Running", deleting=True)),
                                             ("DELETED", make_pod("gpu-demo-hold", phase="Running", deleting=True))]])
     result = run(FakeModule(names=["gpu-demo-hold", "gpu-demo-hold-gone"], condition="deleted",
-                                     delete=["gpu-demo-hold", "gpu-demo-hold-gone"]), api)
+                            delete=["gpu-demo-hold", "gpu-demo-hold-gone"]), api)
     assert result["changed"] is True
     assert result["deleted"] == ["gpu-demo-hold"]
     assert "deleted" in result["exact"]["gpu-demo-hold"]
@@ -215,7 +215,7 @@ def test_delete_by_name_then_wait_gone():
 def test_delete_in_check_mode_is_a_dry_run_without_wait():
     api = FakeApi(pods=[make_pod("gpu-demo-hold", phase="Running")])
     result = run(FakeModule(check_mode=True, names=["gpu-demo-hold"], condition="deleted",
-                                     delete=["gpu-demo-hold"]), api)
+                            delete=["gpu-demo-hold"]), api)
     assert result["changed"] is True
     assert ("delete", "gpu-demo-hold", "All") in api.calls
     assert not [call for call in api.calls if call[:2] == ("pods", "watch")]
@@ -270,7 +270,7 @@ def test_create_then_wait_and_follow_other_pods_of_the_selector():
 
     api.create_namespaced_pod = create
     result = run(FakeModule(create=[{"metadata": {"name": "gpu-demo-queue"}}], names=["gpu-demo-queue"],
-                                     label_selectors=["run=1"], condition="unschedulable"), api)
+                            label_selectors=["run=1"], condition="unschedulable"), api)
     assert created == [("gpu-operator", "gpu-demo-queue", None)]
     assert result["created"] == ["gpu-demo-queue"] and result["changed"] is True
     assert [pod["name"] for pod in result["pods"]] == ["gpu-demo-queue", "gpu-demo-hold"]
@@ -283,7 +283,7 @@ def test_create_in_check_mode_is_a_dry_run():
     calls = []
     api.create_namespaced_pod = lambda namespace, body, **kwargs: calls.append(kwargs.get("dry_run")) or Response(body)
     result = run(FakeModule(check_mode=True, create=[{"metadata": {"name": "x"}}], names=["x"],
-                                     condition="running"), api)
+                            condition="running"), api)
     assert calls == ["All"]
     assert result["created"] == ["x"]
     assert not [call for call in api.calls if call[:2] == ("pods", "watch")]
@@ -318,7 +318,7 @@ def test_ledger_is_read_once_the_condition_holds():
                        "conditions": [{"type": "Ready", "status": "True"}]}}
     api = FakeApi(pods=[make_pod("q", scheduled="Unschedulable")], events=[event("FailedScheduling", SEED, uid="uid-q")])
     result = run(FakeModule(names=["q"], condition="unschedulable", ledger_node="prod102"), api,
-                          reader=FakeReader(node))
+                 reader=FakeReader(node))
     assert result["ledger"]["nodes"]["prod102"]["resources"]["nvidia.com/gpu"]["allocatable"] == 1
     module = FakeModule(names=["q"], condition="unschedulable", ledger_node="prod999")
     with pytest.raises(SystemExit):

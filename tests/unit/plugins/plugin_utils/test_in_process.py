@@ -22,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "modules"))
 from test_vllm_health import TOKEN, vllm  # noqa: E402,F401 pylint: disable=wrong-import-position,unused-import
 
 CHECKOUT = Path(__file__).resolve().parents[4]
+
+
 @pytest.fixture()
 def venv(tmp_path):
     """A virtualenv's bin/ with python -> python3 -> the base interpreter, as `python -m venv` lays it out."""
@@ -58,8 +60,8 @@ def test_a_controller_without_the_kubernetes_client_ships_kubernetes_tasks_as_mo
 
 
 def test_arguments_are_checked_and_coerced_as_ansible_module_does():
-    params, no_log, error = in_process.validate(_task_vllm_health.OPTIONS, {"url": "http://x", "timeout": "3",
-                                                                           "bearer_token": "s3cret"}, "m")
+    arguments = {"url": "http://x", "timeout": "3", "bearer_token": "s3cret"}
+    params, no_log, error = in_process.validate(_task_vllm_health.OPTIONS, arguments, "m")
     assert error is None and params["timeout"] == 3.0 and params["retries"] == 0 and no_log == {"s3cret"}
     assert in_process.validate(_task_vllm_health.OPTIONS, {}, "m")[2] == "missing required arguments: url"
     error = in_process.validate(_task_vllm_health.OPTIONS, {"url": "http://x", "bogus": 1}, "gpuops.scheduling.vllm_health")[2]
