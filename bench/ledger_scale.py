@@ -58,16 +58,29 @@ def pod_body(node: str, index: int) -> dict:
     resources = {"limits": {"nvidia.com/gpu": "1"}} if index < 2 else {"requests": {"cpu": "100m", "memory": "128Mi"}}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"{node}-pod-{index}", "namespace": "bench", "labels": {"app": "bench"}},
-            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "bench:1", "resources": resources}]}}
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "bench:1", "resources": resources}],
+                     # The bench nodes have no kubelet: they turn NotReady, and without these the node lifecycle
+                     # controller would evict every pod after 5 minutes, shrinking the fleet under measurement.
+                     "tolerations": [{"key": key, "operator": "Exists", "effect": "NoExecute"}
+                                     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]}}
+
+
+def bench_pod_names(core) -> list:
+    # Raw JSON: the client's model classes take most of a minute over 20,000 pods.
+    listing = json.loads(core.list_namespaced_pod("bench", _preload_content=False).data)
+    return [pod["metadata"]["name"] for pod in listing["items"]]
 
 
 def grow(core, have: int, want: int) -> None:
+    """Nodes have..want-1, then every bench pod of nodes 0..want-1 that is missing (a kept cluster may miss some)."""
     names = [f"bench-gpu-{index:05d}" for index in range(have, want)]
     with ThreadPoolExecutor(GROW_THREADS) as pool:
         list(pool.map(lambda name: core.create_node(node_body(name), _preload_content=False), names))
         list(pool.map(lambda name: core.patch_node_status(name, node_status(name), _preload_content=False), names))
-        pods = [pod_body(name, index) for name in names for index in range(PODS_PER_NODE)]
-        list(pool.map(lambda pod: core.create_namespaced_pod("bench", pod, _preload_content=False), pods))
+        existing = set(bench_pod_names(core))
+        pods = [pod_body(f"bench-gpu-{node:05d}", index) for node in range(want) for index in range(PODS_PER_NODE)]
+        missing = [pod for pod in pods if pod["metadata"]["name"] not in existing]
+        list(pool.map(lambda pod: core.create_namespaced_pod("bench", pod, _preload_content=False), missing))
 
 
 def run_module(kubeconfig: str) -> dict:
@@ -161,6 +174,8 @@ def main(scales=SCALES, keep: bool = False, repeats: int = REPEATS) -> list:
             memory = in_process(kubeconfig, measure_memory=True)
             gpu_nodes = [name for name in runs[0]["result"]["ledger"]["nodes"] if name.startswith("bench-gpu-")]
             assert len(gpu_nodes) == scale, f"ledger saw {len(gpu_nodes)} of {scale} nodes"
+            pods = len(bench_pod_names(core))
+            assert pods == scale * PODS_PER_NODE, f"{pods} bench pods instead of {scale * PODS_PER_NODE}"
             rows.append({
                 "nodes": scale, "pods": scale * PODS_PER_NODE,
                 "module_task_s": statistics.median(r["task_seconds"] for r in runs),

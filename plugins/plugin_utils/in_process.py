@@ -120,7 +120,9 @@ class InProcessModule(ActionBase):
         task_vars = task_vars or {}
         result = super(InProcessModule, self).run(tmp, task_vars)
         module_name = self._task.resolved_action or self._task.action
-        interpreter = task_vars.get("ansible_python_interpreter")
+        # A delegated task runs with the delegated host's interpreter, as ActionBase._configure_module reads it.
+        host_vars = task_vars.get("ansible_delegated_vars", {}).get(self._task.delegate_to) if self._task.delegate_to else None
+        interpreter = (host_vars or task_vars).get("ansible_python_interpreter")
         if interpreter is not None:
             interpreter = self._templar.template(interpreter)
         why_not = why_not_in_process(self._connection.transport, self._play_context.become, self._task.async_val,
