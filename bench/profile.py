@@ -1,12 +1,12 @@
 """`make profile`: where a pre-flight's time and CPU go, for the targets `make bench` misses.
 
   1. one run of playbooks/gpu_demo.yml with ansible.posix.profile_tasks: seconds per task, split into
-     module tasks (a new Python process each) and tasks the controller runs itself, and the start-up
-     before the first task;
+     API tasks (the collection's modules, run in the controller's task worker by their action plugins, and
+     kubernetes.core.k8s, a module process) and the role's other tasks, and the start-up before the first task;
   2. a fleet of N fake GPU nodes (default 10) in parallel, once plain for the controller's whole CPU time,
      once under py-spy (--subprocesses) to split it: the ansible-playbook main process, its per-task worker
-     processes (and how much of that is templating task arguments), the module processes. Per node, in CPU
-     seconds.
+     processes (how much of that is templating task arguments, how much the collection's API tasks), module
+     processes if any. Per node, in CPU seconds.
 
 Writes bench/results/<date>-profile.md (and prints it). py-spy must be allowed to ptrace its children
 (it is when it starts them, as here). Usage: profile.py [--nodes 10]
@@ -130,7 +130,7 @@ def profile_fleet(nodes: int) -> dict:
             subprocess.run([*fleet.SIMCTL, "topology", "default"], check=True, stdout=subprocess.DEVNULL)
         if completed.returncode != 0:
             raise RuntimeError("the profiled fleet failed:\n" + fleet.failures(completed.stdout) + completed.stderr[-2000:])
-        busy, templating = collections.Counter(), 0
+        busy, templating, api_tasks = collections.Counter(), 0, 0
         for line in raw.read_text().splitlines():
             stack, _space, count = line.rpartition(" ")
             frames = stack.split(";")
@@ -140,8 +140,11 @@ def profile_fleet(nodes: int) -> dict:
             busy[kind] += int(count)
             if kind == "ansible-playbook task workers" and any(frame.startswith("Task.post_validate") for frame in frames):
                 templating += int(count)
+            if kind == "ansible-playbook task workers" and any("/module_utils/_task_" in frame for frame in frames):
+                api_tasks += int(count)
     return {"nodes": nodes, "wall_s": wall, "sampled_per_node_s": {kind: samples / SAMPLE_HZ / nodes for kind, samples in busy.items()},
-            "worker_templating_per_node_s": templating / SAMPLE_HZ / nodes, "total_per_node_s": controller_cpu / nodes}
+            "worker_templating_per_node_s": templating / SAMPLE_HZ / nodes, "worker_api_tasks_per_node_s": api_tasks / SAMPLE_HZ / nodes,
+            "total_per_node_s": controller_cpu / nodes}
 
 
 def escape(cell: str) -> str:
@@ -152,22 +155,23 @@ def escape(cell: str) -> str:
 def report(single: dict, fleet_profile: dict) -> str:
     lines = [f"# Profile ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs)", "",
              "## One run, `ansible.posix.profile_tasks`", "",
-             f"Wall {single['wall_s']:.2f} s: {single['modules']} module tasks {single['module_s']:.2f} s, "
-             f"{single['controller_tasks']} controller-side tasks {single['controller_s']:.2f} s, "
+             f"Wall {single['wall_s']:.2f} s: {single['modules']} API tasks {single['module_s']:.2f} s, "
+             f"{single['controller_tasks']} other tasks {single['controller_s']:.2f} s, "
              f"before the first task and after the last {single['outside_tasks_s']:.2f} s (interpreter, collections, "
              "inventory, role argument spec).", "",
-             "| task | module | seconds |", "| --- | --- | ---: |"]
+             "| task | API task | seconds |", "| --- | --- | ---: |"]
     lines += [f"| {escape(task['task'])} | {task['module']} | {task['seconds']:.2f} |" for task in single["tasks"]]
     lines += ["", f"## Fleet of {fleet_profile['nodes']} nodes in parallel, py-spy --subprocesses at {SAMPLE_HZ} Hz", "",
               f"Wall {fleet_profile['wall_s']:.1f} s under py-spy. The controller's measured CPU (user + sys of the whole "
               f"process tree, in a run without py-spy): **{fleet_profile['total_per_node_s']:.2f} s per node**.", "",
               "Where py-spy saw it busy, seconds per node (bounds, not shares: py-spy counts the main process's polling",
-              "loop, which sleeps 1 ms between passes over the hosts, as busy, and attaches to each module process only",
-              "after it started, missing its imports):", "",
+              "loop, which sleeps 1 ms between passes over the hosts, as busy, and attaches to a module process only",
+              "after it started, missing its imports; the collection's API tasks run inside the task workers):", "",
               "| process | sampled busy, s per node |", "| --- | ---: |"]
     for kind, seconds in sorted(fleet_profile["sampled_per_node_s"].items(), key=lambda item: -item[1]):
         lines.append(f"| {kind} | {seconds:.2f} |")
-    lines += [f"| (of the task workers: templating task arguments) | {fleet_profile['worker_templating_per_node_s']:.2f} |", ""]
+    lines += [f"| (of the task workers: templating task arguments) | {fleet_profile['worker_templating_per_node_s']:.2f} |",
+              f"| (of the task workers: the collection's API tasks, in-process) | {fleet_profile['worker_api_tasks_per_node_s']:.2f} |", ""]
     return "\n".join(lines) + "\n"
 
 
