@@ -140,7 +140,8 @@ def profile_fleet(nodes: int) -> dict:
             busy[kind] += int(count)
             if kind == "ansible-playbook task workers" and any(frame.startswith("Task.post_validate") for frame in frames):
                 templating += int(count)
-            if kind == "ansible-playbook task workers" and any("/module_utils/_task_" in frame for frame in frames):
+            # py-spy names a frame "function (file.py:line)": the task functions are in module_utils/_task_*.py.
+            if kind == "ansible-playbook task workers" and any("(_task_" in frame for frame in frames):
                 api_tasks += int(count)
     return {"nodes": nodes, "wall_s": wall, "sampled_per_node_s": {kind: samples / SAMPLE_HZ / nodes for kind, samples in busy.items()},
             "worker_templating_per_node_s": templating / SAMPLE_HZ / nodes, "worker_api_tasks_per_node_s": api_tasks / SAMPLE_HZ / nodes,
