@@ -24,6 +24,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._scheduling_even
     event_timeline,
     parse_failed_scheduling,
 )
+from ansible_collections.gpuops.scheduling.plugins.module_utils._walk import judge_walk
 
 
 def failed_scheduling(message):
@@ -84,6 +85,23 @@ PREFLIGHT_SETTINGS = ("node", "resource", "namespace", "pod_names", "hold_mode",
                       "allow_busy_node", "vllm_url", "vllm_require_healthy")
 
 
+def gpu_demo_walk(walk_result, manifests, plan, leftovers_early=None, **settings):
+    """pod_wait's walk result -> each step's result, the hold's and the queue's evidence, the walk's checks."""
+    missing = sorted(set(WALK_SETTINGS) - set(settings))
+    if missing:
+        raise AnsibleFilterError("gpu_demo_walk: missing setting(s) {0}".format(", ".join(missing)))
+    if not all(isinstance(value, dict) for value in (walk_result, manifests, plan, leftovers_early or {})):
+        raise AnsibleFilterError("gpu_demo_walk: expects the walk's registered pod_wait result, the rendered manifests, "
+                                 "the pre-flight's plan and the early leftovers step (dicts)")
+    try:
+        return judge_walk(walk_result, manifests, plan, settings, leftovers_early)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_walk: {0}".format(error)) from error
+
+
+WALK_SETTINGS = ("node", "resource", "namespace", "queue_name")
+
+
 class FilterModule(object):
     """gpuops.scheduling filters about scheduling events."""
 
@@ -95,4 +113,5 @@ class FilterModule(object):
             "gpu_demo_evidence": gpu_demo_evidence,
             "gpu_demo_hold_summary": gpu_demo_hold_summary,
             "gpu_demo_preflight": gpu_demo_preflight,
+            "gpu_demo_walk": gpu_demo_walk,
         }

@@ -1,0 +1,159 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The gpu_demo walk's judgement (module_utils/_walk.py) over pod_wait results shaped like the simulated cluster's."""
+
+import copy
+
+import pytest
+
+from ansible_collections.gpuops.scheduling.plugins.filter.scheduling import gpu_demo_walk
+from ansible_collections.gpuops.scheduling.plugins.module_utils._walk import judge_walk
+from ansible.errors import AnsibleFilterError
+
+UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
+OTHER = "GPU-11111111-2222-3333-4444-555555555555"
+SEED = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+        "preemption: not eligible due to preemptionPolicy=Never.")
+SETTINGS = {"node": "prod102", "resource": "nvidia.com/gpu", "namespace": "gpu-operator", "queue_name": "gpu-demo-queue"}
+MANIFESTS = {"hold": [{"metadata": {"name": "gpu-demo-hold"}}], "queue": [{"metadata": {"name": "gpu-demo-queue"}}], "probe": []}
+PLAN = {"units": 1, "replicas": 1, "mode": "per_unit"}
+
+
+def log(uuid):
+    return ("GPU 0: NVIDIA H20 (UUID: {0})\nNVIDIA_VISIBLE_DEVICES={0}\n{0}, 86016 MiB, 97871 MiB\n"
+            "gpuops: evidence complete\n").format(uuid)
+
+
+def walk():
+    """The walk as pod_wait returned it on the simulated cluster, every step met."""
+    hold_pod = {"name": "gpu-demo-hold", "phase": "Running", "node_name": "prod102", "preemption_policy": "Never",
+                "exists": True, "log": log(UUID)}
+    queue_pod = {"name": "gpu-demo-queue", "phase": "Pending", "node_name": None, "pod_ip": None, "exists": True}
+    ledger = {"nodes": {"prod102": {"resources": {"nvidia.com/gpu": {
+        "allocatable": 1, "requested": 1, "limits": 1, "free": 0,
+        "holders": [{"namespace": "gpu-operator", "name": "gpu-demo-hold", "units": 1}]}}}},
+        "pending": [{"namespace": "gpu-operator", "name": "gpu-demo-queue", "requests": {"nvidia.com/gpu": 1}}]}
+    return {"met": True, "failed_step": None, "error": None, "steps": [
+        {"name": "leftovers", "met": True, "deleted": [], "pods": []},
+        {"name": "hold", "met": True, "elapsed": 0.231, "pods": [hold_pod]},
+        {"name": "queue", "met": True, "elapsed": 0.1, "pods": [dict(hold_pod, log=None), queue_pod], "ledger": ledger,
+         "failed_scheduling": [{"message": SEED, "from_event": True,
+                                "parsed": {"insufficient": ["nvidia.com/gpu"]}}]},
+        {"name": "release", "met": True, "elapsed": 0.215, "deleted": ["gpu-demo-hold"],
+         "pods": [dict(hold_pod, exists=False, log=None),
+                  dict(queue_pod, phase="Succeeded", node_name="prod102", log=log(UUID))]},
+        {"name": "delete", "met": True, "deleted": ["gpu-demo-queue"], "pods": []},
+    ]}
+
+
+def details(judged):
+    return dict((check["id"], (check["passed"], check["detail"])) for check in judged["checks"])
+
+
+def test_a_walk_that_followed_the_walkthrough_passes_every_check_with_the_walkthroughs_words():
+    judged = judge_walk(walk(), MANIFESTS, PLAN, SETTINGS)
+    assert details(judged) == {
+        "hold_running": (True, "1 hold pod(s) Running on prod102 with 1 unit(s) of nvidia.com/gpu after 0.231 s"),
+        "hold_never_preempts": (True, "hold pods have preemptionPolicy Never"),
+        "hold_one_gpu_per_unit": (True, "nvidia-smi -L in the hold pods shows 1 device(s) for 1 unit(s), 1 distinct ({0})".format(UUID)),
+        "hold_env_corroborates": (True, "NVIDIA_VISIBLE_DEVICES is list in the hold pods: it names the GPUs nvidia-smi shows"),
+        "queue_pending": (True, "gpu-demo-queue: Pending, node <none>, IP <none>"),
+        "queue_insufficient": (True, "FailedScheduling: " + SEED),
+        "ledger_full": (True, "ledger nvidia.com/gpu on prod102: allocatable 1, requested 1, free 0; the hold pods account for 1; "
+                              "gpu-demo-queue is pending on the resource"),
+        "hold_not_preempted": (True, "hold pods while the queue pod waits: gpu-demo-hold Running"),
+        "hold_released": (True, "deleted gpu-demo-hold, gone"),
+        "queue_ran_on_node": (True, "gpu-demo-queue: Succeeded on prod102 after 0.215 s"),
+        "queue_got_held_gpu": (True, "the queue pod saw {0}; the hold had {0}".format(UUID)),
+    }
+    assert [check["phase"] for check in judged["checks"]] == ["hold"] * 4 + ["queue"] * 4 + ["release"] * 3
+    assert judged["during"]["free"] == 0 and judged["during"]["pending"][0]["name"] == "gpu-demo-queue"
+    assert judged["hold_summary"]["unit_uuids"] == [UUID] and judged["queue_evidence"]["unit_uuids"] == [UUID]
+    assert judged["queue_scheduling"]["message"] == SEED
+    assert judged["steps"]["delete"]["deleted"] == ["gpu-demo-queue"]
+
+
+def test_a_hold_that_never_ran_stops_the_judgement_at_the_hold():
+    result = walk()
+    result.update(met=False, failed_step="hold", error="step hold: pod gpu-demo-hold: ErrImagePull")
+    result["steps"] = [result["steps"][0], {"name": "hold", "met": False, "error": "pod gpu-demo-hold: ErrImagePull",
+                                            "pods": [{"name": "gpu-demo-hold", "phase": "Pending", "preemption_policy": "Never"}]}]
+    judged = judge_walk(result, MANIFESTS, PLAN, SETTINGS)
+    assert [check["phase"] for check in judged["checks"]] == ["hold"] * 4
+    assert details(judged)["hold_running"] == (False, "pod gpu-demo-hold: ErrImagePull")
+    assert details(judged)["hold_one_gpu_per_unit"][0] is False
+    assert judged["steps"]["queue"] == {"met": False, "error": "not run: step hold failed", "pods": []}
+    assert judged["queue_scheduling"] == {} and judged["during"] == {} and judged["queue_evidence"] == {}
+
+
+def test_a_queue_pod_that_was_scheduled_fails_the_queue_and_names_where_it_went():
+    result = walk()
+    queue = result["steps"][2]
+    queue.update(met=False, error="pod gpu-demo-queue will not become unschedulable: it was scheduled", failed_scheduling=[])
+    queue["pods"][1].update(phase="Running", node_name="prod102", pod_ip="10.244.0.9")
+    judged = judge_walk(result, MANIFESTS, PLAN, SETTINGS)
+    checks = details(judged)
+    assert checks["queue_pending"] == (False, "gpu-demo-queue: Running, node prod102, IP 10.244.0.9: pod gpu-demo-queue will not "
+                                              "become unschedulable: it was scheduled")
+    assert checks["queue_insufficient"] == (False, "FailedScheduling: no FailedScheduling event")
+    assert "queue_ran_on_node" not in checks and judged["queue_evidence"] == {}
+
+
+def test_the_ledger_and_the_hold_pods_while_the_queue_waits():
+    result = walk()
+    queue = result["steps"][2]
+    queue["ledger"] = {}
+    queue["pods"][0].update(phase="Running", deletion_timestamp="2026-11-30T02:00:00Z")
+    queue["failed_scheduling"][0]["from_event"] = False
+    checks = details(judge_walk(result, MANIFESTS, PLAN, SETTINGS))
+    assert checks["ledger_full"] == (False, "ledger nvidia.com/gpu on prod102: allocatable ?, requested ?, free ?; the hold pods "
+                                            "account for 0; gpu-demo-queue is not pending on it (ledger not read)")
+    assert checks["hold_not_preempted"][0] is False
+    assert checks["queue_insufficient"][1].startswith("FailedScheduling (PodScheduled condition): ")
+
+
+def test_a_queue_pod_on_another_gpu_and_a_hold_still_terminating():
+    result = walk()
+    release = result["steps"][3]
+    release["pods"][0]["exists"] = True
+    release["pods"][1]["log"] = log(OTHER)
+    checks = details(judge_walk(result, MANIFESTS, PLAN, SETTINGS))
+    assert checks["hold_released"] == (True, "deleted gpu-demo-hold, still terminating: gpu-demo-hold")
+    assert checks["queue_got_held_gpu"] == (False, "the queue pod saw {0}; the hold had {1}".format(OTHER, UUID))
+
+
+def test_time_slicing_and_one_pod_per_unit():
+    result = walk()
+    hold = result["steps"][1]
+    hold["pods"] = [dict(hold["pods"][0], name="gpu-demo-hold-{0}".format(index)) for index in range(2)]
+    manifests = dict(MANIFESTS, hold=[{"metadata": {"name": "gpu-demo-hold-0"}}, {"metadata": {"name": "gpu-demo-hold-1"}}])
+    judged = judge_walk(result, manifests, {"units": 2, "replicas": 2}, SETTINGS)
+    assert details(judged)["hold_one_gpu_per_unit"] == (
+        True, "nvidia-smi -L in the hold pods shows 2 device(s) for 2 unit(s), 1 distinct ({0}), up to 2 units per GPU "
+              "(time-slicing)".format(UUID))
+    assert details(judged)["hold_running"][1].startswith("2 hold pod(s) Running on prod102 with 2 unit(s)")
+
+
+def test_leftovers_removed_before_the_preflight_are_the_ones_reported():
+    early = {"name": "leftovers", "met": True, "deleted": ["gpu-demo-hold"], "pods": []}
+    assert judge_walk(walk(), MANIFESTS, PLAN, SETTINGS, early)["steps"]["leftovers"] == early
+    assert judge_walk(walk(), MANIFESTS, PLAN, SETTINGS, {"deleted": []})["steps"]["leftovers"]["name"] == "leftovers"
+
+
+def test_a_walk_that_failed_before_any_step_says_why_for_every_step():
+    judged = judge_walk({"failed": True, "msg": "missing required arguments: namespace"}, MANIFESTS, PLAN, SETTINGS)
+    assert judged["steps"]["hold"]["error"] == "missing required arguments: namespace"
+    assert judge_walk({}, MANIFESTS, PLAN, SETTINGS)["steps"]["release"]["error"] == "not run"
+
+
+def test_the_filter_names_what_is_missing_or_wrong():
+    unchanged = walk()
+    result = copy.deepcopy(unchanged)
+    assert gpu_demo_walk(result, MANIFESTS, PLAN, **SETTINGS)["checks"][0]["passed"] is True
+    assert result == unchanged
+    with pytest.raises(AnsibleFilterError, match="missing setting.s. queue_name"):
+        gpu_demo_walk(result, MANIFESTS, PLAN, node="n", resource="r", namespace="ns")
+    with pytest.raises(AnsibleFilterError, match="expects the walk's registered pod_wait result"):
+        gpu_demo_walk("not a result", MANIFESTS, PLAN, **SETTINGS)
