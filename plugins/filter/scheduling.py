@@ -14,6 +14,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._cleanup import judge_cleanup
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import (
     demo_timeline,
     hold_evidence,
@@ -102,6 +103,23 @@ def gpu_demo_walk(walk_result, manifests, plan, leftovers_early=None, **settings
 WALK_SETTINGS = ("node", "resource", "namespace", "queue_name")
 
 
+def gpu_demo_cleanup(final_result, before, vllm_after, **settings):
+    """The last delete's pod_wait result -> the node's after-state and the cleanup checks."""
+    missing = sorted(set(CLEANUP_SETTINGS) - set(settings))
+    if missing:
+        raise AnsibleFilterError("gpu_demo_cleanup: missing setting(s) {0}".format(", ".join(missing)))
+    if not all(isinstance(value, dict) for value in (final_result, before, vllm_after)):
+        raise AnsibleFilterError("gpu_demo_cleanup: expects the last delete's registered pod_wait result, the pre-flight's "
+                                 "before-state and the registered vllm_health result after the demo (dicts)")
+    try:
+        return judge_cleanup(final_result, before, vllm_after, settings)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_cleanup: {0}".format(error)) from error
+
+
+CLEANUP_SETTINGS = ("node", "resource", "run_id", "vllm_url")
+
+
 class FilterModule(object):
     """gpuops.scheduling filters about scheduling events."""
 
@@ -114,4 +132,5 @@ class FilterModule(object):
             "gpu_demo_hold_summary": gpu_demo_hold_summary,
             "gpu_demo_preflight": gpu_demo_preflight,
             "gpu_demo_walk": gpu_demo_walk,
+            "gpu_demo_cleanup": gpu_demo_cleanup,
         }
