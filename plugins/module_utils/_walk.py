@@ -145,10 +145,10 @@ def judge_release(release, hold_names, held_uuids, node, queue_name):
     evidence = hold_evidence(pod.get("log") or "")
     seen = evidence["unit_uuids"]
     met = bool(release.get("met", False))
+    still = ", still terminating: {0}".format(", ".join(left)) if left else ", gone"
     checks = [
         {"id": "hold_released", "phase": "release", "passed": len(deleted) == len(hold_names),
-         "detail": "deleted {0}{1}".format(_join(deleted, "nothing"),
-                                          ", still terminating: {0}".format(", ".join(left)) if left else ", gone")},
+         "detail": "deleted {0}{1}".format(_join(deleted, "nothing"), still)},
         {"id": "queue_ran_on_node", "phase": "release",
          "passed": met and pod.get("node_name") == node and pod.get("phase") == "Succeeded",
          "detail": "{0}: {1} on {2}{3}".format(
