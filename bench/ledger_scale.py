@@ -1,8 +1,9 @@
 """Ledger at scale: gpu_ledger_facts over fleets of 100, 500 and 2,000 fake GPU nodes with 10 pods each.
 
 Runs in a cluster of its own (a second simulated cluster, torn down afterwards) so the thousands of
-objects never reach the default one. Each fleet is grown from the previous one; the module is then
-run for real (`ansible localhost -m gpuops.scheduling.gpu_ledger_facts`) and timed, and the same read
+objects never reach the default one. Each fleet is grown from the previous one; the task is then
+run for real (`ansible localhost -m gpuops.scheduling.gpu_ledger_facts`, which runs in ansible's own process as
+in the role) and timed, and the same read
 is repeated in-process to measure peak memory and count HTTP requests. Times are medians of --repeats runs.
 
 With --keep the cluster stays up, and a later run reuses it and the bench nodes it already has
@@ -91,8 +92,8 @@ def grow(core, have: int, want: int) -> None:
         list(pool.map(lambda pod: send(core.create_namespaced_pod, "bench", pod), missing))
 
 
-def run_module(kubeconfig: str) -> dict:
-    """The module as users run it; returns its result and the task's duration from the json callback."""
+def run_task(kubeconfig: str) -> dict:
+    """The task as users run it; returns its result and the task's duration from the json callback."""
     started = time.monotonic()
     out = subprocess.run([str(VENV_BIN / "ansible"), "localhost", "-m", "gpuops.scheduling.gpu_ledger_facts"],
                          capture_output=True, text=True, check=True, cwd=CHECKOUT,
@@ -114,7 +115,7 @@ def _seconds(start: str, end: str) -> float:
 
 
 def in_process(kubeconfig: str, measure_memory: bool = False) -> dict:
-    """The module's read and sums in this process: seconds, HTTP requests, and (separately, since
+    """The task's read and sums in this process: seconds, HTTP requests, and (separately, since
     tracing slows Python down) peak Python memory."""
     sys.path.insert(0, str(CHECKOUT / ".collections"))
     from kubernetes import config  # pylint: disable=import-outside-toplevel
@@ -176,7 +177,7 @@ def main(scales=SCALES, keep: bool = False, repeats: int = REPEATS) -> list:
             grow(core, have, scale)
             have = scale
             print(f"[bench] {scale} nodes / {scale * PODS_PER_NODE} pods ready in {time.monotonic() - started:.0f}s", flush=True)
-            runs = [run_module(kubeconfig) for _repeat in range(repeats)]
+            runs = [run_task(kubeconfig) for _repeat in range(repeats)]
             inner = [in_process(kubeconfig) for _repeat in range(repeats)]
             memory = in_process(kubeconfig, measure_memory=True)
             gpu_nodes = [name for name in runs[0]["result"]["ledger"]["nodes"] if name.startswith("bench-gpu-")]
@@ -185,7 +186,7 @@ def main(scales=SCALES, keep: bool = False, repeats: int = REPEATS) -> list:
             assert pods == scale * PODS_PER_NODE, f"{pods} bench pods instead of {scale * PODS_PER_NODE}"
             rows.append({
                 "nodes": scale, "pods": scale * PODS_PER_NODE,
-                "module_task_s": statistics.median(r["task_seconds"] for r in runs),
+                "task_s": statistics.median(r["task_seconds"] for r in runs),
                 "ansible_wall_s": statistics.median(r["wall"] for r in runs),
                 "read_and_sum_s": statistics.median(r["seconds"] for r in inner),
                 "list_calls": runs[0]["result"]["api_calls"], "http_requests": runs[0]["result"]["api_requests"],

@@ -52,9 +52,9 @@ def table(results: dict) -> str:
                   "| whole run | %.2f s | %.2f s | %.2f | <= %.1f |" % (
                       median["playbook"]["total_s"], median["kubectl"]["total_s"], window["total_ratio"], TARGETS["total_ratio"]), ""]
     if results.get("ledger"):
-        lines += ["| ledger: nodes | pods | module task | read + sums | list calls | HTTP requests | peak MiB |",
+        lines += ["| ledger: nodes | pods | ansible task | read + sums | list calls | HTTP requests | peak MiB |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-        lines += ["| %(nodes)d | %(pods)d | %(module_task_s).2f s | %(read_and_sum_s).2f s | %(list_calls)d | %(http_requests)d | %(peak_mib).0f |" % row
+        lines += ["| %(nodes)d | %(pods)d | %(task_s).2f s | %(read_and_sum_s).2f s | %(list_calls)d | %(http_requests)d | %(peak_mib).0f |" % row
                   for row in results["ledger"]]
         lines.append("")
     if results.get("fleet"):
@@ -83,7 +83,7 @@ def main() -> int:
     panels = []
     if results.get("ledger"):
         panels.append(("gpu_ledger_facts at scale", "pods (10 per node)", "seconds", {
-            "module task": [(row["pods"], row["module_task_s"]) for row in results["ledger"]],
+            "ansible task": [(row["pods"], row["task_s"]) for row in results["ledger"]],
             "read + sums": [(row["pods"], row["read_and_sum_s"]) for row in results["ledger"]]}))
     if results.get("fleet"):
         panels.append(("fleet pre-flight", "nodes", "seconds", {
