@@ -20,7 +20,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import
     hold_evidence,
     hold_summary,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._preflight import judge_node
+from ansible_collections.gpuops.scheduling.plugins.module_utils._preflight import judge_admission, judge_node
 from ansible_collections.gpuops.scheduling.plugins.module_utils._scheduling_events import (
     event_timeline,
     parse_failed_scheduling,
@@ -86,6 +86,16 @@ PREFLIGHT_SETTINGS = ("node", "resource", "namespace", "pod_names", "hold_mode",
                       "allow_busy_node", "vllm_url", "vllm_require_healthy")
 
 
+def gpu_demo_admission(calls_result, priority_class, create_priority_class):
+    """The pre-flight's dry-run pod_wait result -> the early leftovers, whether the PriorityClass is missing, the checks."""
+    if not isinstance(calls_result, dict):
+        raise AnsibleFilterError("gpu_demo_admission: expects the registered result of the pre-flight's pod_wait call (a dict)")
+    try:
+        return judge_admission(calls_result, priority_class, create_priority_class)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_admission: {0}".format(error)) from error
+
+
 def gpu_demo_walk(walk_result, manifests, plan, leftovers_early=None, **settings):
     """pod_wait's walk result -> each step's result, the hold's and the queue's evidence, the walk's checks."""
     missing = sorted(set(WALK_SETTINGS) - set(settings))
@@ -131,6 +141,7 @@ class FilterModule(object):
             "gpu_demo_evidence": gpu_demo_evidence,
             "gpu_demo_hold_summary": gpu_demo_hold_summary,
             "gpu_demo_preflight": gpu_demo_preflight,
+            "gpu_demo_admission": gpu_demo_admission,
             "gpu_demo_walk": gpu_demo_walk,
             "gpu_demo_cleanup": gpu_demo_cleanup,
         }

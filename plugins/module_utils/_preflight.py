@@ -153,3 +153,44 @@ def judge_node(ledger_result, vllm_result, settings):
         checks.append({"id": "free_units", "phase": "preflight", "passed": free_for_demo > 0,
                        "detail": "{0} free unit(s) of {1} to hold".format(free_for_demo, resource_name)})
     return {"before": before, "plan": plan, "checks": checks}
+
+
+def judge_admission(calls, priority_class, create_priority_class):
+    """{leftovers_early, priority_class_missing, checks} from the pre-flight's pod_wait call (steps leftovers, admit).
+
+    The API server's dry run of the demo pods says whether it admits them and with which preemption policy (the
+    PriorityClass's). A missing PriorityClass that the run will create is no refusal. A dry run that failed for
+    another reason says nothing about preemption: one reason, not two.
+    """
+    steps = dict((step.get("name"), step) for step in calls.get("steps") or [])
+    admitted = steps.get("admit") or {
+        "met": False, "error": (calls["error"] if "error" in calls else calls.get("msg")) or "dry run not run"}
+    failed = not admitted.get("met", False)
+    error = (admitted["error"] if "error" in admitted else admitted.get("msg")) or "dry run failed"
+    missing_class = failed and "no PriorityClass with name" in error
+    will_create = missing_class and bool(create_priority_class)
+    policies = [pod.get("preemption_policy") for pod in (admitted.get("admitted") or {}).values()]
+    never = bool(policies) and all(policy == "Never" for policy in policies)
+    if not failed:
+        admitted_detail = "the API server admits the {0} demo pod(s) (dry run)".format(len(admitted.get("created") or []))
+    elif will_create:
+        admitted_detail = ("PriorityClass {0} does not exist yet: the run creates it (value 0, preemptionPolicy Never)"
+                           .format(priority_class))
+    else:
+        admitted_detail = error
+    if will_create:
+        never_detail = "the run creates PriorityClass {0} with preemptionPolicy Never".format(priority_class)
+    else:
+        unique = []
+        for policy in policies:
+            if policy not in unique:
+                unique.append(policy)
+        never_detail = "PriorityClass {0} gives the demo pods preemptionPolicy {1}{2}".format(
+            priority_class, ", ".join(str(policy) for policy in unique) or "unknown",
+            "" if never else ": it must be Never, so that a demo pod never evicts anything")
+    checks = [
+        {"id": "demo_pods_admitted", "phase": "preflight", "passed": not failed or will_create, "detail": admitted_detail},
+        {"id": "demo_pods_never_preempt", "phase": "preflight", "passed": will_create or never, "detail": never_detail},
+    ]
+    return {"leftovers_early": steps.get("leftovers") or {}, "priority_class_missing": missing_class,
+            "checks": checks if not failed or will_create else checks[:1]}

@@ -9,7 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.scheduling.plugins.filter.scheduling import gpu_demo_preflight
-from ansible_collections.gpuops.scheduling.plugins.module_utils._preflight import judge_node
+from ansible_collections.gpuops.scheduling.plugins.module_utils._preflight import judge_admission, judge_node
 
 SETTINGS = dict(node="prod102", resource="nvidia.com/gpu", namespace="gpu-operator",
                 pod_names=["gpu-demo-hold", "gpu-demo-queue", "gpu-demo-bypass-probe"], hold_mode="per_unit",
@@ -137,3 +137,59 @@ def test_the_filter_names_a_missing_setting_and_a_wrong_input():
     with pytest.raises(AnsibleFilterError, match="registered results"):
         gpu_demo_preflight("not a result", HEALTHY, **SETTINGS)
     assert gpu_demo_preflight(ledger(), HEALTHY, **SETTINGS)["plan"]["units"] == 8
+
+
+CLASS = "gpuops-preflight-no-preempt"
+
+
+def admit_step(**fields):
+    step = {"name": "admit", "met": True, "created": ["gpu-demo-hold", "gpu-demo-queue"],
+            "admitted": {"gpu-demo-hold": {"preemption_policy": "Never"}, "gpu-demo-queue": {"preemption_policy": "Never"}}}
+    step.update(fields)
+    return step
+
+
+def admission_checks(calls, create=True):
+    judged = judge_admission(calls, CLASS, create)
+    return judged, dict((check["id"], (check["passed"], check["detail"])) for check in judged["checks"])
+
+
+def test_pods_the_api_server_admits_without_preemption():
+    leftovers = {"name": "leftovers", "met": True, "deleted": ["gpu-demo-hold"]}
+    judged, checks = admission_checks({"steps": [leftovers, admit_step()]})
+    assert checks == {
+        "demo_pods_admitted": (True, "the API server admits the 2 demo pod(s) (dry run)"),
+        "demo_pods_never_preempt": (True, "PriorityClass gpuops-preflight-no-preempt gives the demo pods preemptionPolicy Never"),
+    }
+    assert judged["leftovers_early"] == leftovers and judged["priority_class_missing"] is False
+
+
+def test_a_class_that_lets_demo_pods_preempt_is_refused():
+    step = admit_step(admitted={"gpu-demo-hold": {"preemption_policy": "PreemptLowerPriority"}})
+    _judged, checks = admission_checks({"steps": [step]})
+    assert checks["demo_pods_never_preempt"] == (
+        False, "PriorityClass gpuops-preflight-no-preempt gives the demo pods preemptionPolicy PreemptLowerPriority: it must be "
+               "Never, so that a demo pod never evicts anything")
+
+
+def test_a_missing_class_the_run_creates_is_no_refusal_unless_it_may_not():
+    missing = admit_step(met=False, error="pods \"gpu-demo-hold\" is forbidden: no PriorityClass with name "
+                                          "gpuops-preflight-no-preempt was found", admitted={}, created=[])
+    judged, checks = admission_checks({"steps": [missing]})
+    assert judged["priority_class_missing"] is True
+    assert checks == {
+        "demo_pods_admitted": (True, "PriorityClass gpuops-preflight-no-preempt does not exist yet: the run creates it "
+                                     "(value 0, preemptionPolicy Never)"),
+        "demo_pods_never_preempt": (True, "the run creates PriorityClass gpuops-preflight-no-preempt with preemptionPolicy Never"),
+    }
+    _judged, checks = admission_checks({"steps": [missing]}, create=False)
+    assert checks == {"demo_pods_admitted": (False, missing["error"])}
+
+
+def test_a_dry_run_that_failed_otherwise_gives_one_reason():
+    _judged, checks = admission_checks({"steps": [admit_step(met=False, error="namespaces \"nope\" not found", admitted={})]})
+    assert checks == {"demo_pods_admitted": (False, "namespaces \"nope\" not found")}
+    judged, checks = admission_checks({"failed": True, "msg": "could not reach https://127.0.0.1:16443"})
+    assert checks == {"demo_pods_admitted": (False, "could not reach https://127.0.0.1:16443")}
+    assert judged["leftovers_early"] == {}
+    assert admission_checks({})[1] == {"demo_pods_admitted": (False, "dry run not run")}
