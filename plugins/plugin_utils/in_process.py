@@ -95,12 +95,13 @@ def task_environment(environment):
 def validate(options, args, module_name):
     """(params, no_log values, error message or None), as AnsibleModule validates a module's arguments."""
     validation = ArgumentSpecValidator(options).validate(args)
+    no_log_values = set(validation._no_log_values)
     if validation.error_messages:
         message = validation.errors.msg
         if isinstance(validation.errors[0], UnsupportedError):
             message = "Unsupported parameters for ({0}) module: {1}".format(module_name, message)
-        return None, set(), message
-    return validation.validated_parameters, set(validation._no_log_values), None
+        return None, no_log_values, message
+    return validation.validated_parameters, no_log_values, None
 
 
 class InProcessModule(ActionBase):
@@ -146,7 +147,8 @@ class InProcessModule(ActionBase):
         options = module_argument_spec(self.OPTIONS) if self.K8S else self.OPTIONS
         params, no_log_values, error = validate(options, dict(self._task.args), module_name)
         if error:
-            return dict(failed=True, msg=error)
+            # A message may quote a value: secrets masked, as AnsibleModule.fail_json does.
+            return remove_values(dict(failed=True, msg=error), no_log_values)
         if self.K8S and isinstance(params.get("kubeconfig"), str):
             # As _k8s_client.k8s_module: a kubeconfig path is no secret, and masking it would hide which file an
             # error is about (kubernetes.core marks the option no_log for its inline, credential-holding form).

@@ -67,6 +67,8 @@ def test_arguments_are_checked_and_coerced_as_ansible_module_does():
     error = in_process.validate(_task_vllm_health.OPTIONS, {"url": "http://x", "bogus": 1}, "gpuops.scheduling.vllm_health")[2]
     assert error.startswith("Unsupported parameters for (gpuops.scheduling.vllm_health) module: bogus. Supported parameters include:")
     assert "cannot be converted to an int" in in_process.validate(_task_vllm_health.OPTIONS, {"url": "u", "retries": "x"}, "m")[2]
+    # Even a failed validation names the secrets to mask in its message.
+    assert in_process.validate(_task_vllm_health.OPTIONS, {"bearer_token": "s3cret", "bogus": 1}, "m")[1] == {"s3cret"}
 
 
 def test_the_task_environment_applies_inside_and_is_restored(monkeypatch):
