@@ -238,6 +238,46 @@ def test_module_defaults_group_and_fact(walkthrough, tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+def test_a_tasks_environment_reaches_the_task_run_in_process_and_only_that_task(walkthrough, tmp_path):
+    """The collection's API tasks run in ansible-playbook's worker (plugin_utils/in_process.py): the task's
+    `environment:` must reach them as it reaches a module's process, and must not leak into the next task."""
+    playbook = tmp_path / "environment.yml"
+    playbook.write_text("""
+- name: Read the ledger with credentials from the task's environment
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars:
+    ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
+  tasks:
+    - name: With the kubeconfig in the task's environment
+      gpuops.scheduling.gpu_ledger_facts:
+        node: prod102
+      environment:
+        K8S_AUTH_KUBECONFIG: {kubeconfig}
+      register: with_env
+
+    - name: Without it
+      gpuops.scheduling.gpu_ledger_facts:
+        node: prod102
+      register: without_env
+      ignore_errors: true
+
+    - name: Only the first found the cluster
+      ansible.builtin.assert:
+        that:
+          - with_env.ledger.nodes.prod102.resources['nvidia.com/gpu'].allocatable == 1
+          - without_env is failed
+          - "'kubeconfig file not found' in without_env.msg"
+""".format(kubeconfig=walkthrough.kubeconfig))
+    home = tmp_path / "home"   # no ~/.kube/config to fall back on
+    home.mkdir()
+    run = walkthrough.playbook(str(playbook), inventory="localhost,", extra_args=("-vvv",),
+                               env={"K8S_AUTH_KUBECONFIG": "", "KUBECONFIG": "", "HOME": str(home)})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    assert run.stdout.count("gpuops.scheduling.gpu_ledger_facts: running in the controller's process") == 2
+
+
 def test_vllm_healthy(walkthrough):
     result = walkthrough.ansible_module(HEALTH, {"url": walkthrough.health_url, "models_url": walkthrough.models_url})
     assert (result["healthy"], result["status"], result["attempts"]) == (True, 200, 1)
