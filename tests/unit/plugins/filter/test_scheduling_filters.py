@@ -15,8 +15,8 @@ SEED = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1
 
 
 def test_filter_names():
-    assert sorted(FILTERS) == ["failed_scheduling", "gpu_demo_admission", "gpu_demo_cleanup", "gpu_demo_evidence", "gpu_demo_hold_summary", "gpu_demo_preflight",
-                               "gpu_demo_timeline", "gpu_demo_walk",
+    assert sorted(FILTERS) == ["failed_scheduling", "gpu_demo_admission", "gpu_demo_cleanup", "gpu_demo_evidence",
+                               "gpu_demo_hold_summary", "gpu_demo_preflight", "gpu_demo_timeline", "gpu_demo_walk",
                                "scheduling_event_timeline"]
 
 
