@@ -28,6 +28,13 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._scheduling_even
 from ansible_collections.gpuops.scheduling.plugins.module_utils._walk import judge_walk
 
 
+def _require_settings(name, required, settings):
+    """A judgement filter refuses to guess a setting the role always passes."""
+    missing = sorted(set(required) - set(settings))
+    if missing:
+        raise AnsibleFilterError("{0}: missing setting(s) {1}".format(name, ", ".join(missing)))
+
+
 def failed_scheduling(message):
     """A FailedScheduling event message -> nodes_total, reasons, insufficient, preemption, ..."""
     try:
@@ -71,9 +78,7 @@ def gpu_demo_hold_summary(pods, units_by_pod, replicas=1):
 
 def gpu_demo_preflight(ledger_result, vllm_result, **settings):
     """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks."""
-    missing = sorted(set(PREFLIGHT_SETTINGS) - set(settings))
-    if missing:
-        raise AnsibleFilterError("gpu_demo_preflight: missing setting(s) {0}".format(", ".join(missing)))
+    _require_settings("gpu_demo_preflight", PREFLIGHT_SETTINGS, settings)
     if not isinstance(ledger_result, dict) or not isinstance(vllm_result, dict):
         raise AnsibleFilterError("gpu_demo_preflight: expects the registered results of gpu_ledger_facts and vllm_health (dicts)")
     try:
@@ -98,9 +103,7 @@ def gpu_demo_admission(calls_result, priority_class, create_priority_class):
 
 def gpu_demo_walk(walk_result, manifests, plan, leftovers_early=None, **settings):
     """pod_wait's walk result -> each step's result, the hold's and the queue's evidence, the walk's checks."""
-    missing = sorted(set(WALK_SETTINGS) - set(settings))
-    if missing:
-        raise AnsibleFilterError("gpu_demo_walk: missing setting(s) {0}".format(", ".join(missing)))
+    _require_settings("gpu_demo_walk", WALK_SETTINGS, settings)
     if not all(isinstance(value, dict) for value in (walk_result, manifests, plan, leftovers_early or {})):
         raise AnsibleFilterError("gpu_demo_walk: expects the walk's registered pod_wait result, the rendered manifests, "
                                  "the pre-flight's plan and the early leftovers step (dicts)")
@@ -115,9 +118,7 @@ WALK_SETTINGS = ("node", "resource", "namespace", "queue_name")
 
 def gpu_demo_cleanup(final_result, before, vllm_after, **settings):
     """The last delete's pod_wait result -> the node's after-state and the cleanup checks."""
-    missing = sorted(set(CLEANUP_SETTINGS) - set(settings))
-    if missing:
-        raise AnsibleFilterError("gpu_demo_cleanup: missing setting(s) {0}".format(", ".join(missing)))
+    _require_settings("gpu_demo_cleanup", CLEANUP_SETTINGS, settings)
     if not all(isinstance(value, dict) for value in (final_result, before, vllm_after)):
         raise AnsibleFilterError("gpu_demo_cleanup: expects the last delete's registered pod_wait result, the pre-flight's "
                                  "before-state and the registered vllm_health result after the demo (dicts)")

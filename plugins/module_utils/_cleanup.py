@@ -15,13 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-
-def _ids(pods):
-    return sorted("{0}/{1}".format(pod.get("namespace"), pod.get("name")) for pod in pods)
-
-
-def _error(result):
-    return result["error"] if "error" in result else result.get("msg")
+from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import pod_ids, reason, resource_entry
 
 
 def judge_cleanup(final, before, vllm_after, settings):
@@ -29,9 +23,9 @@ def judge_cleanup(final, before, vllm_after, settings):
     resource, run_id, vllm_url. Returns ``after`` and ``checks``."""
     node, resource, url = settings["node"], settings["resource"], settings["vllm_url"]
     ledger = final.get("ledger") or {}
-    entry = ((ledger.get("nodes") or {}).get(node) or {}).get("resources", {}).get(resource) or {}
+    entry = resource_entry(ledger, node, resource)
     holders = entry.get("holders") or []
-    holder_ids, before_ids = _ids(holders), _ids(before.get("others") or [])
+    holder_ids, before_ids = sorted(pod_ids(holders)), sorted(pod_ids(before.get("others") or []))
     left = [pod.get("name") for pod in final.get("pods") or [] if pod.get("exists")]
     vllm = vllm_after if url else {}
     before_vllm = before.get("vllm") or {}
@@ -47,7 +41,7 @@ def judge_cleanup(final, before, vllm_after, settings):
         gone = "deleted {0}; no pod of run {1} remains".format(", ".join(final.get("deleted") or []) or "nothing left to delete",
                                                                settings["run_id"])
     else:
-        gone = _error(final) or "pods remain: {0}".format(", ".join(left))
+        gone = reason(final) or "pods remain: {0}".format(", ".join(left))
     checks = [
         {"id": "run_pods_gone", "phase": "cleanup", "passed": met and not left, "detail": gone},
         {"id": "ledger_restored", "phase": "cleanup",

@@ -82,12 +82,16 @@ def k8s_module(argument_spec=None, **kwargs):
     (``supports_check_mode``, ``mutually_exclusive``, ...).
     """
     module = AnsibleK8SModule(argument_spec=module_argument_spec(argument_spec), **kwargs)
-    kubeconfig = module.params.get("kubeconfig")
-    if isinstance(kubeconfig, str):
-        # kubernetes.core marks kubeconfig no_log for its inline (dict) form, which holds credentials;
-        # a path is no secret, and masking it would hide which file an error is about.
-        module._module.no_log_values.discard(kubeconfig)
+    unmask_kubeconfig_path(module._module.no_log_values, module.params)
     return module
+
+
+def unmask_kubeconfig_path(no_log_values, params):
+    """kubernetes.core marks kubeconfig no_log for its inline (dict) form, which holds credentials; a path is
+    no secret, and masking it would hide which file an error is about: taken out of ``no_log_values``."""
+    kubeconfig = params.get("kubeconfig")
+    if isinstance(kubeconfig, str):
+        no_log_values.discard(kubeconfig)
 
 
 def k8s_client(params):

@@ -17,13 +17,11 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import joined, pod_ids, reason, steps_by_name, unique
+
 # A node name that also fits in a label value (the pods carry it in gpuops.scheduling/node).
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
-
-
-def _pod_ids(pods):
-    return ", ".join("{0}/{1}".format(pod.get("namespace"), pod.get("name")) for pod in pods)
 
 
 def _ours(names):
@@ -137,7 +135,7 @@ def judge_node(ledger_result, vllm_result, settings):
         if held_by_others == 0:
             busy = "no other pod holds " + resource_name
         else:
-            busy = "{0} unit(s) held by {1}".format(held_by_others, _pod_ids(others)) + (
+            busy = "{0} unit(s) held by {1}".format(held_by_others, ", ".join(pod_ids(others))) + (
                 "; allowed by gpu_demo_allow_busy_node, the hold takes the {0} free unit(s)".format(free_for_demo)
                 if allow_busy else "; refusing a busy node (gpu_demo_allow_busy_node=false)")
         checks += [
@@ -162,11 +160,10 @@ def judge_admission(calls, priority_class, create_priority_class):
     PriorityClass's). A missing PriorityClass that the run will create is no refusal. A dry run that failed for
     another reason says nothing about preemption: one reason, not two.
     """
-    steps = dict((step.get("name"), step) for step in calls.get("steps") or [])
-    admitted = steps.get("admit") or {
-        "met": False, "error": (calls["error"] if "error" in calls else calls.get("msg")) or "dry run not run"}
+    steps = steps_by_name(calls)
+    admitted = steps.get("admit") or {"met": False, "error": reason(calls) or "dry run not run"}
     failed = not admitted.get("met", False)
-    error = (admitted["error"] if "error" in admitted else admitted.get("msg")) or "dry run failed"
+    error = reason(admitted) or "dry run failed"
     missing_class = failed and "no PriorityClass with name" in error
     will_create = missing_class and bool(create_priority_class)
     policies = [pod.get("preemption_policy") for pod in (admitted.get("admitted") or {}).values()]
@@ -181,12 +178,8 @@ def judge_admission(calls, priority_class, create_priority_class):
     if will_create:
         never_detail = "the run creates PriorityClass {0} with preemptionPolicy Never".format(priority_class)
     else:
-        unique = []
-        for policy in policies:
-            if policy not in unique:
-                unique.append(policy)
         never_detail = "PriorityClass {0} gives the demo pods preemptionPolicy {1}{2}".format(
-            priority_class, ", ".join(str(policy) for policy in unique) or "unknown",
+            priority_class, joined(unique(policies), "unknown"),
             "" if never else ": it must be Never, so that a demo pod never evicts anything")
     checks = [
         {"id": "demo_pods_admitted", "phase": "preflight", "passed": not failed or will_create, "detail": admitted_detail},

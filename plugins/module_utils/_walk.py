@@ -17,43 +17,26 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import hold_evidence, hold_summary
+from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import (
+    as_int,
+    joined,
+    reason,
+    resource_entry,
+    steps_by_name,
+    unique,
+)
 
 PHASES = ("hold", "queue", "release")
 STEPS = ("leftovers", "hold", "queue", "release", "delete")
 
 
-def _int(value):
-    """Jinja's int filter: 0 for what is no number."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _unique(values):
-    seen = []
-    for value in values:
-        if value not in seen:
-            seen.append(value)
-    return seen
-
-
-def _join(values, empty):
-    return ", ".join(str(value) for value in values) or empty
-
-
-def _error(result):
-    """The reason a step or call failed: its error, else its msg."""
-    return result["error"] if "error" in result else result.get("msg")
-
-
 def step_results(walk, leftovers_early=None):
     """Each step's result by name; a step that did not run gets met false and why."""
-    steps = dict((step.get("name"), step) for step in walk.get("steps") or [])
+    steps = steps_by_name(walk)
     if walk.get("failed_step"):
         why = "not run: step {0} failed".format(walk["failed_step"])
     else:
-        why = _error(walk) or "not run"
+        why = reason(walk) or "not run"
     not_run = {"met": False, "error": why, "pods": []}
     results = dict((name, steps.get(name, not_run)) for name in STEPS)
     # Leftovers were removed either before the pre-flight (under the lock) or by the walk's first step.
@@ -65,7 +48,7 @@ def step_results(walk, leftovers_early=None):
 def judge_hold(hold, hold_names, plan, node, resource):
     """The first task: pods that together request every free unit run on the node and print their GPUs."""
     # One pod per unit, or one pod with every unit (see pod.yaml.j2).
-    units = [1] * len(hold_names) if len(hold_names) > 1 else [_int(plan.get("units"))]
+    units = [1] * len(hold_names) if len(hold_names) > 1 else [as_int(plan.get("units"))]
     pods = [pod for pod in hold.get("pods") or [] if pod.get("name") in hold_names]
     summary = hold_summary(pods, dict(zip(hold_names, units)), plan.get("replicas"))
     met = bool(hold.get("met", False))
@@ -80,17 +63,17 @@ def judge_hold(hold, hold_names, plan, node, resource):
     checks = [
         {"id": "hold_running", "phase": "hold", "passed": met,
          "detail": "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
-             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else _error(hold)},
+             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else reason(hold)},
         {"id": "hold_never_preempts", "phase": "hold",
          "passed": bool(pods) and all(policy == "Never" for policy in policies),
-         "detail": "hold pods have preemptionPolicy {0}".format(_join(_unique(policies), "unknown"))},
+         "detail": "hold pods have preemptionPolicy {0}".format(joined(unique(policies), "unknown"))},
         {"id": "hold_one_gpu_per_unit", "phase": "hold", "passed": summary["one_gpu_per_unit"],
          "detail": "nvidia-smi -L in the hold pods shows {0} device(s) for {1} unit(s), {2} distinct ({3}){4}".format(
              summary["units_seen"], summary["units_expected"], len(summary["distinct_uuids"]),
-             _join(summary["distinct_uuids"], "none"),
+             joined(summary["distinct_uuids"], "none"),
              ", up to {0} units per GPU (time-slicing)".format(summary["replicas"]) if summary["replicas"] > 1 else "")},
         {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"],
-         "detail": "NVIDIA_VISIBLE_DEVICES is {0} in the hold pods{1}".format(_join(modes, "unknown"), corroboration)},
+         "detail": "NVIDIA_VISIBLE_DEVICES is {0} in the hold pods{1}".format(joined(modes, "unknown"), corroboration)},
     ]
     return summary, checks
 
@@ -102,12 +85,12 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
     holds = [item for item in pods if item.get("name") in hold_names]
     scheduling = (queue.get("failed_scheduling") or [None])[0] or {}
     ledger = queue.get("ledger") or {}
-    entry = ((ledger.get("nodes") or {}).get(node) or {}).get("resources", {}).get(resource) or {}
+    entry = resource_entry(ledger, node, resource)
     holding = [item for item in entry.get("holders") or []
                if item.get("namespace") == namespace and item.get("name") in hold_names]
     pending = [item for item in ledger.get("pending") or []
                if item.get("namespace") == namespace and item.get("name") == queue_name]
-    held_units = sum(_int(item.get("units")) for item in holding)
+    held_units = sum(as_int(item.get("units")) for item in holding)
     during = {"allocatable": entry.get("allocatable"), "requested": entry.get("requested"), "limits": entry.get("limits"),
               "free": entry.get("free"), "holders": entry.get("holders", []), "pending": ledger.get("pending", [])}
     met = bool(queue.get("met", False))
@@ -116,14 +99,14 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
          "passed": met and pod.get("phase") == "Pending" and not pod.get("node_name") and not pod.get("pod_ip"),
          "detail": "{0}: {1}, node {2}, IP {3}{4}".format(
              queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>", pod.get("pod_ip") or "<none>",
-             "" if met else ": {0}".format(_error(queue)))},
+             "" if met else ": {0}".format(reason(queue)))},
         {"id": "queue_insufficient", "phase": "queue",
          "passed": resource in ((scheduling.get("parsed") or {}).get("insufficient") or []),
          "detail": "FailedScheduling{0}: {1}".format(
              "" if scheduling.get("from_event", True) else " (PodScheduled condition)",
              scheduling.get("message", "no FailedScheduling event"))},
         {"id": "ledger_full", "phase": "queue",
-         "passed": entry.get("free", -1) == 0 and held_units == _int(plan.get("units")) and len(pending) == 1,
+         "passed": entry.get("free", -1) == 0 and held_units == as_int(plan.get("units")) and len(pending) == 1,
          "detail": "ledger {0} on {1}: allocatable {2}, requested {3}, free {4}; the hold pods account for {5}; {6} is {7}{8}".format(
              resource, node, entry.get("allocatable", "?"), entry.get("requested", "?"), entry.get("free", "?"), held_units,
              queue_name, "pending on the resource" if pending else "not pending on it", "" if ledger else " (ledger not read)")},
@@ -131,7 +114,7 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
          "passed": len(holds) == len(hold_names) and all(item.get("phase") == "Running" for item in holds)
          and not any(item.get("deletion_timestamp") for item in holds),
          "detail": "hold pods while the queue pod waits: {0}".format(
-             _join(["{0} {1}".format(item.get("name"), item.get("phase")) for item in holds], "none found"))},
+             joined(["{0} {1}".format(item.get("name"), item.get("phase")) for item in holds], "none found"))},
     ]
     return scheduling, during, checks
 
@@ -148,15 +131,15 @@ def judge_release(release, hold_names, held_uuids, node, queue_name):
     still = ", still terminating: {0}".format(", ".join(left)) if left else ", gone"
     checks = [
         {"id": "hold_released", "phase": "release", "passed": len(deleted) == len(hold_names),
-         "detail": "deleted {0}{1}".format(_join(deleted, "nothing"), still)},
+         "detail": "deleted {0}{1}".format(joined(deleted, "nothing"), still)},
         {"id": "queue_ran_on_node", "phase": "release",
          "passed": met and pod.get("node_name") == node and pod.get("phase") == "Succeeded",
          "detail": "{0}: {1} on {2}{3}".format(
              queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>",
-             " after {0} s".format(release.get("elapsed")) if met else ": {0}".format(_error(release)))},
+             " after {0} s".format(release.get("elapsed")) if met else ": {0}".format(reason(release)))},
         {"id": "queue_got_held_gpu", "phase": "release",
          "passed": bool(seen) and not [uuid for uuid in seen if uuid not in held_uuids],
-         "detail": "the queue pod saw {0}; the hold had {1}".format(_join(seen, "no GPU"), _join(_unique(held_uuids), "none"))},
+         "detail": "the queue pod saw {0}; the hold had {1}".format(joined(seen, "no GPU"), joined(unique(held_uuids), "none"))},
     ]
     return evidence, checks
 

@@ -33,7 +33,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import module_argument_spec
+from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import module_argument_spec, unmask_kubeconfig_path
 from ansible_collections.gpuops.scheduling.plugins.module_utils._task import TaskFailed
 
 try:
@@ -149,10 +149,8 @@ class InProcessModule(ActionBase):
         if error:
             # A message may quote a value: secrets masked, as AnsibleModule.fail_json does.
             return remove_values(dict(failed=True, msg=error), no_log_values)
-        if self.K8S and isinstance(params.get("kubeconfig"), str):
-            # As _k8s_client.k8s_module: a kubeconfig path is no secret, and masking it would hide which file an
-            # error is about (kubernetes.core marks the option no_log for its inline, credential-holding form).
-            no_log_values.discard(params["kubeconfig"])
+        if self.K8S:
+            unmask_kubeconfig_path(no_log_values, params)
         warnings = []
         try:
             result = dict(self.TASK(params, self._play_context.check_mode, warnings.append))

@@ -96,9 +96,9 @@ PLAYBOOK = textwrap.dedent("""\
     """)
 
 
-def run_playbook(tmp_path, base, interpreter, strict=True):
+def run_playbook(tmp_path, base, interpreter, strict=True, text=PLAYBOOK):
     playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
+    playbook.write_text(text)
     out = tmp_path / "result.json"
     extra_vars = {"base": base, "token": TOKEN, "strict": strict, "out": str(out)}
     env = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
@@ -133,15 +133,7 @@ def test_in_process_and_module_runs_give_the_same_result(tmp_path, vllm, status)
 
 def test_an_async_task_runs_as_a_module(tmp_path, vllm):
     server = vllm(token=TOKEN)
-    playbook = tmp_path / "async.yml"
-    playbook.write_text(PLAYBOOK.replace("      register: health\n", "      register: health\n      async: 30\n      poll: 1\n"))
-    out = tmp_path / "result.json"
-    env = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
-    completed = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook), "-i", "localhost,", "-c", "local", "-vvv",
-         "-e", json.dumps({"base": server.base, "token": TOKEN, "strict": True, "out": str(out)}),
-         "-e", "ansible_python_interpreter=" + sys.executable],
-        cwd=CHECKOUT, capture_output=True, text=True, timeout=120, check=False, env=env)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "gpuops.scheduling.vllm_health: running as a module: async tasks run as modules" in completed.stdout
-    assert json.loads(out.read_text())["healthy"] is True
+    text = PLAYBOOK.replace("      register: health\n", "      register: health\n      async: 30\n      poll: 1\n")
+    output, result = run_playbook(tmp_path, server.base, sys.executable, text=text)
+    assert "gpuops.scheduling.vllm_health: running as a module: async tasks run as modules" in output
+    assert result["healthy"] is True
