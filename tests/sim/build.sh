@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the simulated cluster's real control plane from Go modules (no prebuilt binary can be
-# downloaded here): etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kubectl.
+# downloaded here): etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and the kubelet.
 # Binaries land in a cache outside the checkout, keyed by version, so clean clones and CI reuse them.
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache_root=${GPUOPS_SIM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuops-sim}
 k8s_bin="$cache_root/kubernetes-$KUBERNETES_VERSION/bin"
 etcd_bin="$cache_root/etcd-$ETCD_VERSION/bin"
-k8s_tools=(kube-apiserver kube-scheduler kube-controller-manager kubectl)
+k8s_tools=(kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet)
 
 log() { printf '[sim-build %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 

@@ -100,9 +100,19 @@ def binary_dirs() -> tuple[Path, Path]:
 
 # --- certificates -------------------------------------------------------------------------------
 
+# Bumped whenever the certificates' shape changes, so an existing .sim/pki is made anew.
+PKI_VERSION = "2"
+
+
 def ensure_pki(sim: SimDir) -> None:
-    """CA, apiserver and fake-kubelet serving certs, an admin client cert, the service-account keys."""
-    if (sim.pki / "admin.crt").exists():
+    """CA, apiserver and kubelet serving certs, an admin client cert, the service-account keys.
+
+    Shaped as kubeadm shapes them, so that strict X.509 verification (Python 3.13's default
+    VERIFY_X509_STRICT) accepts them: the CA has a critical keyUsage and a subject key identifier, every
+    issued certificate names its issuer's key (authority key identifier) and has a critical keyUsage.
+    """
+    marker = sim.pki / "pki-version"
+    if (sim.pki / "admin.crt").exists() and marker.exists() and marker.read_text().strip() == PKI_VERSION:
         return
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -123,7 +133,15 @@ def ensure_pki(sim: SimDir) -> None:
                .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=3650))
                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                            data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                            crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
                .sign(ca_key, hashes.SHA256()))
+    leaf_key_usage = x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=True,
+                                   data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
+                                   encipher_only=False, decipher_only=False)
+    authority_key_id = x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key())
 
     def issue(name, common_name, organization=None, server=False):
         key = new_key()
@@ -132,7 +150,11 @@ def ensure_pki(sim: SimDir) -> None:
             attributes.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
         builder = (x509.CertificateBuilder().subject_name(x509.Name(attributes)).issuer_name(ca_name)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=3650)))
+                   .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=3650))
+                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(leaf_key_usage, critical=True)
+                   .add_extension(authority_key_id, critical=False)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False))
         if server:
             builder = builder.add_extension(x509.SubjectAlternativeName([
                 x509.DNSName("localhost"), x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default.svc"),
@@ -153,8 +175,9 @@ def ensure_pki(sim: SimDir) -> None:
     write_key("sa.key", sa_key)
     (sim.pki / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-    # Written last: its presence means the whole set exists.
     issue("admin", "gpuops-sim-admin", organization="system:masters")
+    # Written last: its presence means the whole set exists, in this shape.
+    marker.write_text(PKI_VERSION + "\n")
 
 
 def write_kubeconfig(sim: SimDir) -> None:
