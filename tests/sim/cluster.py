@@ -195,13 +195,15 @@ def write_kubeconfig(sim: SimDir) -> None:
 
 # --- processes ----------------------------------------------------------------------------------
 
-def start_process(sim: SimDir, name: str, argv: list[str], env: dict | None = None) -> int:
-    log = open(sim.logs / f"{name}.log", "wb")  # pylint: disable=consider-using-with  # owned by the child
+def start_process(sim: SimDir, name: str, argv: list[str], env: dict | None = None, marker: str | None = None) -> int:
+    """Start a component in a session of its own, output to .sim/logs/<name>.log. ``marker``: a string its
+    command line always holds (default: ``name``), which tells a live component from a recycled pid."""
+    log = open(sim.logs / f"{name}.log", "ab")  # pylint: disable=consider-using-with  # owned by the child
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env={**os.environ, **(env or {})})
     log.close()
     (sim.pids / f"{name}.pid").write_text(f"{proc.pid}\n")
-    (sim.pids / f"{name}.argv.json").write_text(json.dumps({"argv": argv, "env": env or {}}))
+    (sim.pids / f"{name}.argv.json").write_text(json.dumps({"argv": argv, "env": env or {}, "marker": marker}))
     return proc.pid
 
 
@@ -220,8 +222,18 @@ def running_pid(sim: SimDir, name: str) -> int | None:
         return None
     # Guard against a recycled pid: the command line must still name the component (it is empty
     # for an instant while the child execs).
-    marker = name.replace("-", "_") if name in ("fake-vllm",) else name
+    marker = None
+    try:
+        marker = json.loads((sim.pids / f"{name}.argv.json").read_text()).get("marker")
+    except (OSError, ValueError):
+        pass
+    marker = marker or (name.replace("-", "_") if name in ("fake-vllm",) else name)
     return pid if not cmdline or marker.encode() in cmdline else None
+
+
+def started_components(sim: SimDir) -> list[str]:
+    """Every component with a pid file, running or not."""
+    return sorted(path.name[:-len(".pid")] for path in sim.pids.glob("*.pid"))
 
 
 def stop_process(sim: SimDir, name: str, grace: float = 10.0) -> bool:

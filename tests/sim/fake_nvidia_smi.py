@@ -1,7 +1,12 @@
 """`nvidia-smi` inside a simulated container: prints what the real one prints for the pod's GPUs.
 
-The fakelet puts a wrapper on the container's PATH that calls this with the node's GPU state file and
-the devices the pod was given. Supported: `-L`, `--query-gpu=...` and `--query-compute-apps=...` with
+The node's runtime puts a wrapper on every container's PATH that calls this with the node's GPU state file.
+Which GPUs it lists is decided as the NVIDIA container toolkit decides which devices a container gets, from
+the container's environment only: the devices a CDI injection named (GPUOPS_SIM_CDI_DEVICES, set by the
+runtime from the CDI devices the kubelet passed), else NVIDIA_VISIBLE_DEVICES (UUIDs, MIG UUIDs, indexes
+`0` / `0:3`, `all`; unset, empty, `void` and `none` give no GPU). It never reads the allocation from
+anywhere else, so a device plugin that names the wrong device shows here as the wrong GPU. (`--visible`,
+a JSON list, overrides this for tools run on the node itself, which see every GPU.) Supported: `-L`, `--query-gpu=...` and `--query-compute-apps=...` with
 `--format=csv[,noheader][,nounits]`, `-i`, and the plain table's first lines. Output formats follow the
 real H200 captures in tests/unit/fixtures/nvidia-smi-h200.
 """
@@ -9,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -24,6 +30,26 @@ def list_gpus(gpus: list, visible: list) -> str:
             if mig["index"] in migs:
                 lines.append(f"  MIG {mig['profile']}     Device  {mig['index']}: (UUID: {mig['uuid']})")
     return "\n".join(lines)
+
+
+def visible_from_environment(gpus: list, environ) -> list:
+    """[{"gpu": index, "mig": MIG index or None}] the container's devices, as the toolkit would inject them."""
+    cdi = environ.get("GPUOPS_SIM_CDI_DEVICES")
+    names = cdi if cdi else environ.get("NVIDIA_VISIBLE_DEVICES", "")
+    if names.strip() in ("", "void", "none"):
+        return []
+    if names.strip() == "all":
+        return [{"gpu": gpu["index"], "mig": mig["index"]} for gpu in gpus for mig in gpu.get("mig_devices") or []] + \
+               [{"gpu": gpu["index"], "mig": None} for gpu in gpus if not gpu.get("mig_devices")]
+    visible = []
+    for name in (part.strip() for part in names.split(",")):
+        for gpu in gpus:
+            if name in (gpu["uuid"], str(gpu["index"])):
+                visible.append({"gpu": gpu["index"], "mig": None})
+            for mig in gpu.get("mig_devices") or []:
+                if name in (mig["uuid"], f"{gpu['index']}:{mig['index']}"):
+                    visible.append({"gpu": gpu["index"], "mig": mig["index"]})
+    return visible
 
 
 def gpu_fields(gpu: dict, position: int, units: bool, driver: str) -> dict:
@@ -54,7 +80,7 @@ def csv(rows: list, fields: list, header: bool, units: bool) -> str:
 def main(argv: list) -> int:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--node-state", required=True)
-    parser.add_argument("--visible", required=True)
+    parser.add_argument("--visible")
     parser.add_argument("-L", "--list-gpus", action="store_true")
     parser.add_argument("--query-gpu")
     parser.add_argument("--query-compute-apps")
@@ -63,7 +89,7 @@ def main(argv: list) -> int:
     args, _unknown = parser.parse_known_args(argv)
     with open(args.node_state, encoding="utf-8") as handle:
         state = json.load(handle)
-    visible = json.loads(args.visible)
+    visible = json.loads(args.visible) if args.visible else visible_from_environment(state["gpus"], os.environ)
     indexes = sorted({entry["gpu"] for entry in visible})
     gpus = [gpu for gpu in state["gpus"] if gpu["index"] in indexes]
     if not gpus:

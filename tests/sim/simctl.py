@@ -6,6 +6,10 @@
   simctl.py topology NAME|FILE          reset nodes and pods to another topology (cluster stays up)
   simctl.py vllm ok|503|slow|down       switch the fake vLLM's behaviour
   simctl.py restart COMPONENT [--pause S]  stop a component (e.g. kube-apiserver), wait S seconds, start it
+  simctl.py stop|start COMPONENT        stop a component, or start it again as it was started (e.g.
+                                        plugin-prod102-nvidia.com-gpu, kubelet-prod102)
+  simctl.py fault NODE JSON             make a node's device plugin misbehave (tests/sim/node/plugin.go
+                                        pluginFaults: {"unhealthy": [ids]}, {"wrong_id": "first"}; {} heals)
   simctl.py env                         print .sim/env.json (kubeconfig, URLs) for scripts
 
 GPUOPS_SIM_DIR / GPUOPS_SIM_PORT_OFFSET run a second, independent cluster beside the default one.
@@ -21,10 +25,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cluster  # noqa: E402  pylint: disable=wrong-import-position
+import nodes as real_nodes  # noqa: E402  pylint: disable=wrong-import-position
 import topology as topo  # noqa: E402  pylint: disable=wrong-import-position
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
-ALL_COMPONENTS = CONTROL_PLANE + ("fakelet", "fake-vllm")
+# Node-side components are named per node: kubelet-<node>, runtime-<node>, plugin-<node>-<resource>; or the
+# fakelet, for topologies of light nodes (benchmarks of many nodes: `light_nodes: true`).
+NODE_PREFIXES = ("kubelet-", "runtime-", "plugin-")
+MAX_NODES = 64   # kubelet ports: sim.ports.kubelet + 2 * position (and + 1 for healthz)
 
 
 def say(message: str) -> None:
@@ -37,8 +45,18 @@ def api(sim: cluster.SimDir):
     return client.CoreV1Api()
 
 
+def node_components(sim: cluster.SimDir) -> list:
+    return [name for name in cluster.started_components(sim) if name.startswith(NODE_PREFIXES) or name == "fakelet"]
+
+
+def all_components(sim: cluster.SimDir) -> list:
+    return list(CONTROL_PLANE) + node_components(sim) + ["fake-vllm"]
+
+
 def is_up(sim: cluster.SimDir) -> bool:
-    return all(cluster.running_pid(sim, name) for name in ALL_COMPONENTS if name != "fake-vllm") and cluster.api_ready(sim)
+    nodes_started = node_components(sim)
+    return (bool(nodes_started) and all(cluster.running_pid(sim, name) for name in list(CONTROL_PLANE) + nodes_started)
+            and cluster.api_ready(sim))
 
 
 def up(sim: cluster.SimDir, topology_name: str) -> None:
@@ -113,27 +131,130 @@ def write_env(sim: cluster.SimDir, k8s_bin: Path) -> None:
 
 
 def start_nodes(sim: cluster.SimDir, topology_file: Path) -> None:
-    """Start the fake kubelet for a topology and wait until its nodes are Ready and its pods settled."""
+    """Start a topology's nodes and wait until they are Ready, advertise their GPUs and run the topology's pods."""
     shutil.copyfile(topology_file, sim.topology)
     spec = topo.load(sim.topology)
-    say(f"starting the fake kubelet/device plugin for {len(spec['nodes'])} node(s) ({topology_file.name})")
-    cluster.start_process(sim, "fakelet", cluster.python_argv(
-        "fakelet.py", "--kubeconfig", str(sim.kubeconfig), "--topology", str(sim.topology), "--state-dir", str(sim.run),
-        "--port", str(sim.ports.kubelet), "--cert", str(sim.pki / "kubelet.crt"), "--key", str(sim.pki / "kubelet.key")))
     core = api(sim)
+    if spec.get("light_nodes"):
+        say(f"starting the light nodes' fake kubelet for {len(spec['nodes'])} node(s) ({topology_file.name})")
+        cluster.start_process(sim, "fakelet", cluster.python_argv(
+            "fakelet.py", "--kubeconfig", str(sim.kubeconfig), "--topology", str(sim.topology), "--state-dir", str(sim.run),
+            "--port", str(sim.ports.kubelet), "--cert", str(sim.pki / "kubelet.crt"), "--key", str(sim.pki / "kubelet.key")))
+        watched = list(CONTROL_PLANE) + ["fakelet"]
+    else:
+        simnode = real_nodes.simnode_binary()
+        k8s_bin = Path(json.loads(sim.env_file.read_text())["bin_dir"])
+        real_nodes.prepare_host(sim)
+        node_list = real_nodes.nodes_of(sim, spec)
+        say(f"starting {len(node_list)} real kubelet node(s) with simulated GPUs and runtime ({topology_file.name})")
+        for node in node_list:
+            node.write_files()
+            node.start(k8s_bin, simnode)
+        watched = list(CONTROL_PLANE) + [name for node in node_list for name in node.processes()]
+        check_alive(sim, watched, lambda: _registered(core, spec), 60, "the kubelets to register their nodes")
+        _apply_topology_node_fields(core, spec)
+    _seed_pods(core, spec)
     expected_ready = {node["name"] for node in spec["nodes"] if node.get("ready", True)}
     expected_pods = {(pod.get("namespace", "default"), pod["name"]) for pod in spec.get("pods") or []}
+    expected_gpus = {node["name"]: (gpus.resource, str(len(gpus.units)))
+                     for node in spec["nodes"] for gpus in [topo.node_gpus(node)] if gpus and node.get("ready", True)}
 
     def settled():
-        nodes = core.list_node().items
-        ready = {node.metadata.name for node in nodes
+        found = core.list_node().items
+        ready = {node.metadata.name for node in found
                  if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
                  and not any(t.key == "node.kubernetes.io/not-ready" for t in node.spec.taints or [])}
+        advertised = {node.metadata.name: (node.status.allocatable or {}) for node in found}
+        gpus_ok = all(advertised.get(name, {}).get(resource) == count for name, (resource, count) in expected_gpus.items())
         pods = {(pod.metadata.namespace, pod.metadata.name) for pod in core.list_pod_for_all_namespaces().items
                 if pod.status.phase in ("Running", "Succeeded")}
-        return expected_ready <= ready and expected_pods <= pods
+        return expected_ready <= ready and gpus_ok and expected_pods <= pods
 
-    check_alive(sim, CONTROL_PLANE + ("fakelet",), settled, 60, "the nodes to be Ready and the topology's pods to run")
+    check_alive(sim, watched, settled, 90, "the nodes to be Ready, advertise their GPUs and run the topology's pods")
+    if not spec.get("light_nodes"):
+        pods = {f"{pod.metadata.namespace}/{pod.metadata.name}": core.api_client.sanitize_for_serialization(pod)
+                for pod in core.list_pod_for_all_namespaces().items}
+        for node in real_nodes.nodes_of(sim, spec):
+            node.write_process_views(pods)
+
+
+def _registered(core, spec: dict) -> bool:
+    return {node["name"] for node in spec["nodes"]} <= {node.metadata.name for node in core.list_node().items}
+
+
+def _apply_topology_node_fields(core, spec: dict) -> None:
+    """What a real cluster's other agents put on a node (NFD/GFD labels, a cordon): the kubelet registered it,
+    the topology adds the rest. Taints came with the kubelet's registration (registerWithTaints).
+
+    Addresses too: the kubelet refuses a loopback --node-ip ("nodeIP can't be loopback address", logged at
+    each status update) and, left to itself, would publish this machine's own network address, which the API
+    server would then dial for logs. It leaves addresses it cannot compute as they are, so the loopback
+    address written here stays, and the API server reaches every kubelet on 127.0.0.1."""
+    for node in spec["nodes"]:
+        core.patch_node_status(node["name"], {"status": {"addresses": [
+            {"type": "InternalIP", "address": cluster.LOOPBACK}, {"type": "Hostname", "address": node["name"]}]}})
+        labels = topo.node_labels(node, topo.node_gpus(node))
+        # The kubelet sets these itself (and refuses to be told them).
+        for own in ("kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch"):
+            labels.pop(own, None)
+        core.patch_node(node["name"], {"metadata": {"labels": labels},
+                                       "spec": {"unschedulable": bool(node.get("unschedulable", False))}})
+
+
+def _seed_pods(core, spec: dict) -> None:
+    """The topology's pre-existing pods, created through the API and bound to their nodes (as DaemonSet pods are)."""
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    gpus = {node["name"]: topo.node_gpus(node) for node in spec["nodes"]}
+    for pod_spec in spec.get("pods") or []:
+        namespace = pod_spec.get("namespace", "default")
+        _ensure_namespace(core, namespace)
+        container = {"name": pod_spec.get("container", "main"),
+                     "image": pod_spec.get("image", "registry.local/sim/" + pod_spec["name"].split("-")[0] + ":latest"),
+                     "command": pod_spec.get("command") or ["sh", "-c", "exec sleep infinity"]}
+        if pod_spec.get("gpus"):
+            resource = pod_spec.get("resource") or gpus[pod_spec["node"]].resource
+            container["resources"] = {"limits": {resource: str(pod_spec["gpus"])}}
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": pod_spec["name"], "namespace": namespace, "labels": pod_spec.get("labels") or {}},
+               "spec": {"nodeName": pod_spec["node"], "containers": [container],
+                        "restartPolicy": pod_spec.get("restart_policy", "Always"), "terminationGracePeriodSeconds": 1}}
+        if pod_spec.get("priority_class"):
+            pod["spec"]["priorityClassName"] = pod_spec["priority_class"]
+        try:
+            core.create_namespaced_pod(namespace, pod)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+
+def _ensure_namespace(core, namespace: str) -> None:
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    try:
+        core.create_namespace({"metadata": {"name": namespace}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    # Pod admission needs the namespace's default ServiceAccount, which the controller manager creates
+    # asynchronously: wait for it rather than fail the first pod.
+    cluster.wait_for(lambda: _has_service_account(core, namespace), 30, f"the default ServiceAccount of {namespace}", 0.1)
+
+
+def _has_service_account(core, namespace: str) -> bool:
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    try:
+        core.read_namespaced_service_account("default", namespace)
+        return True
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        return False
+
+
+def stop_nodes(sim: cluster.SimDir) -> list:
+    """Stop every node-side component: kubelets first (they would restart what the runtime stops)."""
+    names = node_components(sim)
+    order = sorted(names, key=lambda name: (not name.startswith("kubelet-"), name.startswith("runtime-")))
+    return [name for name in order if cluster.stop_process(sim, name)]
 
 
 def ensure_vllm(sim: cluster.SimDir, mode: str | None = None) -> None:
@@ -196,7 +317,7 @@ def component_listeners(sim: cluster.SimDir) -> dict:
     """Listening sockets that belong to the sim's processes (and their children), by component."""
     inodes = {entry[2]: (entry[0], entry[1]) for entry in listeners()}
     result = {}
-    for name in ALL_COMPONENTS:
+    for name in all_components(sim):
         pid = cluster.running_pid(sim, name)
         if not pid:
             continue
@@ -217,7 +338,8 @@ def component_listeners(sim: cluster.SimDir) -> dict:
 def status(sim: cluster.SimDir) -> int:
     running = 0
     sockets = component_listeners(sim)
-    for name in ALL_COMPONENTS:
+    components = all_components(sim)
+    for name in components:
         pid = cluster.running_pid(sim, name)
         running += bool(pid)
         where = ", ".join(f"{address}:{port}" for address, port in sockets.get(name, [])) or "-"
@@ -229,25 +351,31 @@ def status(sim: cluster.SimDir) -> int:
             gpus = {key: value for key, value in (node.status.allocatable or {}).items() if "nvidia.com" in key}
             print(f"node {node.metadata.name:<18} Ready={ready:<6} allocatable {gpus}")
         print(f"kubeconfig: {sim.kubeconfig}")
-    return 0 if running == len(ALL_COMPONENTS) else 3
+    return 0 if running == len(components) else 3
 
 
 def down(sim: cluster.SimDir, quiet: bool = False) -> None:
-    stopped = [name for name in reversed(ALL_COMPONENTS) if cluster.stop_process(sim, name)]
-    ports = {sim.ports.etcd_client, sim.ports.etcd_peer, sim.ports.apiserver, sim.ports.kubelet, sim.ports.vllm}
+    stopped = [name for name in ["fake-vllm"] if cluster.stop_process(sim, name)]
+    stopped += stop_nodes(sim)
+    stopped += [name for name in reversed(CONTROL_PLANE) if cluster.stop_process(sim, name)]
+    left = real_nodes.restore_host(sim)
+    ports = {sim.ports.etcd_client, sim.ports.etcd_peer, sim.ports.apiserver, sim.ports.vllm}
+    ports |= set(range(sim.ports.kubelet, sim.ports.kubelet + 2 * MAX_NODES))
     cluster.wait_for(lambda: not [entry for entry in listeners() if entry[1] in ports], 10,
-                     f"the sim's ports {sorted(ports)} to close")
+                     "the sim's ports to close")
     if not quiet:
-        say(f"stopped {', '.join(stopped)}; no listener left on {sorted(ports)}" if stopped else "nothing was running")
+        say(f"stopped {', '.join(stopped)}; no listener left on the sim's ports" if stopped else "nothing was running")
+        if left:
+            say("left on the host: " + "; ".join(left))
 
 
 def reset_topology(sim: cluster.SimDir, topology_name: str) -> None:
-    """Swap the fake nodes: stop the fakelet, remove every node and non-system pod, start it anew."""
+    """Swap the nodes: stop the node components, remove every node and non-system pod, start the new ones."""
     topology_file = resolve_topology(topology_name)
     if not is_up(sim):
         raise SystemExit("[sim] the simulated cluster is not running: `make sim-up` first")
     started = time.monotonic()
-    cluster.stop_process(sim, "fakelet")
+    stop_nodes(sim)
     from kubernetes import client  # pylint: disable=import-outside-toplevel
     core = api(sim)
     force = client.V1DeleteOptions(grace_period_seconds=0)
@@ -271,16 +399,40 @@ def reset_topology(sim: cluster.SimDir, topology_name: str) -> None:
 
 def restart(sim: cluster.SimDir, component: str, pause: float) -> None:
     """A control-plane fault for tests: the component is gone for `pause` seconds, then back."""
-    saved = sim.pids / f"{component}.argv.json"
-    if not saved.exists():
-        raise SystemExit(f"[sim] {component} was not started by this sim")
-    cluster.stop_process(sim, component, grace=2)
+    stop_component(sim, component)
     time.sleep(pause)
-    argv = json.loads(saved.read_text())
-    cluster.start_process(sim, component, argv["argv"], argv["env"])
+    start_component(sim, component)
     if component == "kube-apiserver":
         check_alive(sim, ("kube-apiserver",), lambda: cluster.api_ready(sim), 60, "kube-apiserver /readyz")
     say(f"{component} restarted after {pause:.1f}s away")
+
+
+def stop_component(sim: cluster.SimDir, component: str) -> None:
+    if not (sim.pids / f"{component}.argv.json").exists():
+        raise SystemExit(f"[sim] {component} was not started by this sim (started: {', '.join(cluster.started_components(sim))})")
+    cluster.stop_process(sim, component, grace=2)
+
+
+def start_component(sim: cluster.SimDir, component: str) -> None:
+    """Start a stopped component again, exactly as it was started."""
+    saved = sim.pids / f"{component}.argv.json"
+    if not saved.exists():
+        raise SystemExit(f"[sim] {component} was not started by this sim")
+    if cluster.running_pid(sim, component):
+        return
+    argv = json.loads(saved.read_text())
+    cluster.start_process(sim, component, argv["argv"], argv["env"], marker=argv.get("marker"))
+
+
+def set_fault(sim: cluster.SimDir, node: str, faults: str) -> None:
+    """Write a node's device-plugin faults file (the plugin re-reads it at once)."""
+    path = sim.run / "nodes" / node / "faults.json"
+    if not path.parent.exists():
+        raise SystemExit(f"[sim] no real-kubelet node {node!r} in this sim ({sim.run / 'nodes'})")
+    value = json.loads(faults)
+    if not isinstance(value, dict):
+        raise SystemExit(f"[sim] faults must be a JSON object, got {faults!r}")
+    path.write_text(json.dumps(value) + "\n")
 
 
 def _ignore_missing(call, *args, **kwargs) -> None:
@@ -302,8 +454,13 @@ def main(argv: list) -> int:
     sub.add_parser("topology").add_argument("name")
     sub.add_parser("vllm").add_argument("mode", choices=["ok", "503", "slow", "down"])
     restart_parser = sub.add_parser("restart")
-    restart_parser.add_argument("component", choices=ALL_COMPONENTS)
+    restart_parser.add_argument("component")
     restart_parser.add_argument("--pause", type=float, default=0.0)
+    sub.add_parser("stop").add_argument("component")
+    sub.add_parser("start").add_argument("component")
+    fault_parser = sub.add_parser("fault")
+    fault_parser.add_argument("node")
+    fault_parser.add_argument("faults", help='JSON, e.g. {"unhealthy": ["GPU-..."]} or {"wrong_id": "first"}; {} heals')
     args = parser.parse_args(argv)
     sim = cluster.SimDir()
     if args.command == "up":
@@ -318,6 +475,12 @@ def main(argv: list) -> int:
         reset_topology(sim, args.name)
     elif args.command == "restart":
         restart(sim, args.component, args.pause)
+    elif args.command == "stop":
+        stop_component(sim, args.component)
+    elif args.command == "start":
+        start_component(sim, args.component)
+    elif args.command == "fault":
+        set_fault(sim, args.node, args.faults)
     elif args.command == "vllm":
         ensure_vllm(sim, args.mode)
         say(f"fake vLLM mode: {args.mode}")

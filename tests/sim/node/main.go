@@ -1,0 +1,37 @@
+// gpuops-simnode: the simulated parts of a real kubelet node, for the gpuops.scheduling test cluster.
+//
+// The kubelet is the real one (built from k8s.io/kubernetes). Only two things around it are simulated:
+//
+//	gpuops-simnode runtime  a CRI v1 runtime (RuntimeService + ImageService on a unix socket) that runs each
+//	                        container's command as a local process, PID 1 of its own PID namespace
+//	gpuops-simnode plugin   a device plugin (deviceplugin/v1beta1) that advertises a topology's GPUs to the
+//	                        kubelet and answers Allocate as NVIDIA's plugin does
+//
+// Written in Go against the published API types (k8s.io/cri-api, k8s.io/kubelet), from the same module cache as
+// the control plane, so the kubelet talks to them exactly as it talks to containerd and NVIDIA's plugin.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: gpuops-simnode runtime|plugin [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "runtime":
+		err = runRuntime(os.Args[2:])
+	case "plugin":
+		err = runPlugin(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q: want runtime or plugin", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gpuops-simnode:", err)
+		os.Exit(1)
+	}
+}

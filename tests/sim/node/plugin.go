@@ -1,0 +1,316 @@
+package main
+
+// The device plugin: advertises one node's simulated GPUs to the real kubelet over the device plugin API
+// (v1beta1) and answers Allocate the way NVIDIA's k8s-device-plugin does with DEVICE_LIST_STRATEGY=envvar
+// (or its CDI strategies). Written from the API, not from NVIDIA's code.
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// pluginConfig is written by the sim (tests/sim/nodes.py) from a topology node.
+type pluginConfig struct {
+	Resource string         `json:"resource"`
+	Devices  []pluginDevice `json:"devices"`
+	// uuid | index: NVIDIA_VISIBLE_DEVICES names the devices; unset | void: CDI devices, no variable or "void".
+	VisibleDevices             string `json:"visible_devices"`
+	FailRequestsGreaterThanOne bool   `json:"fail_requests_greater_than_one"`
+	Replicated                 bool   `json:"replicated"`
+}
+
+type pluginDevice struct {
+	ID    string `json:"id"`    // the ID registered with the kubelet (GPU-uuid, MIG-uuid, GPU-uuid::N)
+	UUID  string `json:"uuid"`  // what NVIDIA_VISIBLE_DEVICES says in uuid mode
+	Index string `json:"index"` // what it says in index mode ("0", or "0:3" for a MIG device)
+}
+
+// pluginFaults is a file tests write to make the plugin misbehave; read on every call and watched.
+type pluginFaults struct {
+	Unhealthy []string `json:"unhealthy"` // device IDs reported Unhealthy in ListAndWatch
+	// "first": every allocation's answer names the node's first device, whatever the kubelet allocated
+	// (a plugin bug: two pods told to use one GPU).
+	WrongID string `json:"wrong_id"`
+}
+
+type devicePlugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+	config     pluginConfig
+	faultsFile string
+	byID       map[string]pluginDevice
+	mu         sync.Mutex
+	changed    chan struct{}
+}
+
+func runPlugin(args []string) error {
+	flags := flag.NewFlagSet("plugin", flag.ContinueOnError)
+	dir := flags.String("plugin-dir", "", "the node's device-plugins folder (holds the kubelet's kubelet.sock)")
+	configFile := flags.String("config", "", "JSON plugin configuration")
+	faultsFile := flags.String("faults", "", "JSON faults file (optional; may appear later)")
+	if err := flags.Parse(args); err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(*configFile)
+	if err != nil {
+		return err
+	}
+	plugin := &devicePlugin{faultsFile: *faultsFile, byID: map[string]pluginDevice{}, changed: make(chan struct{}, 1)}
+	if err := json.Unmarshal(raw, &plugin.config); err != nil {
+		return fmt.Errorf("%s: %w", *configFile, err)
+	}
+	for _, device := range plugin.config.Devices {
+		plugin.byID[device.ID] = device
+	}
+	socketName := "gpuops-" + strings.NewReplacer("/", "-", ".", "-").Replace(plugin.config.Resource) + ".sock"
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	go plugin.watchFaults()
+	for {
+		served, err := plugin.serveOnce(*dir, socketName, stop)
+		if err != nil {
+			log.Printf("plugin: %v (retrying)", err)
+		}
+		if !served {
+			return nil // stopped by a signal
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// serveOnce serves until the kubelet restarts (its socket is recreated, which also wipes ours) or a signal
+// comes; returns false on a signal.
+func (p *devicePlugin) serveOnce(dir, socketName string, stop chan os.Signal) (bool, error) {
+	kubeletSocket := filepath.Join(dir, filepath.Base(pluginapi.KubeletSocket))
+	for !exists(kubeletSocket) {
+		select {
+		case <-stop:
+			return false, nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	kubeletInode := inode(kubeletSocket)
+	path := filepath.Join(dir, socketName)
+	_ = os.Remove(path)
+	listener, err := net.Listen("unix", path)
+	if err != nil {
+		return true, err
+	}
+	server := grpc.NewServer()
+	pluginapi.RegisterDevicePluginServer(server, p)
+	go func() { _ = server.Serve(listener) }()
+	defer server.Stop()
+	if err := p.register(kubeletSocket, socketName); err != nil {
+		return true, err
+	}
+	log.Printf("plugin: registered %s (%d devices) with the kubelet as %s", p.config.Resource, len(p.config.Devices), socketName)
+	for {
+		select {
+		case <-stop:
+			_ = os.Remove(path)
+			return false, nil
+		case <-time.After(200 * time.Millisecond):
+		}
+		// The kubelet wipes the folder when it starts: a new kubelet.sock (or our socket gone) means register anew.
+		if inode(kubeletSocket) != kubeletInode || !exists(path) {
+			log.Printf("plugin: the kubelet restarted; registering again")
+			return true, nil
+		}
+	}
+}
+
+func (p *devicePlugin) register(kubeletSocket, socketName string) error {
+	conn, err := grpc.NewClient("unix://"+kubeletSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
+		Version: pluginapi.Version, Endpoint: socketName, ResourceName: p.config.Resource,
+		Options: &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true},
+	})
+	return err
+}
+
+func (p *devicePlugin) faults() pluginFaults {
+	var faults pluginFaults
+	if p.faultsFile == "" {
+		return faults
+	}
+	if raw, err := os.ReadFile(p.faultsFile); err == nil {
+		_ = json.Unmarshal(raw, &faults)
+	}
+	return faults
+}
+
+// watchFaults wakes ListAndWatch streams when the faults file changes (health updates).
+func (p *devicePlugin) watchFaults() {
+	last := p.faults()
+	for range time.Tick(200 * time.Millisecond) {
+		now := p.faults()
+		if !reflect.DeepEqual(now, last) {
+			last = now
+			select {
+			case p.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (p *devicePlugin) devices() []*pluginapi.Device {
+	unhealthy := map[string]bool{}
+	for _, id := range p.faults().Unhealthy {
+		unhealthy[id] = true
+	}
+	devices := make([]*pluginapi.Device, 0, len(p.config.Devices))
+	for _, device := range p.config.Devices {
+		health := pluginapi.Healthy
+		if unhealthy[device.ID] {
+			health = pluginapi.Unhealthy
+		}
+		devices = append(devices, &pluginapi.Device{ID: device.ID, Health: health})
+	}
+	return devices
+}
+
+func (p *devicePlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}, nil
+}
+
+func (p *devicePlugin) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingServer[pluginapi.ListAndWatchResponse]) error {
+	if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-p.changed:
+			log.Printf("plugin: device health changed; sending the list again")
+			if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// GetPreferredAllocation spreads replicated (time-sliced) units over distinct cards first, as NVIDIA's plugin does.
+func (p *devicePlugin) GetPreferredAllocation(_ context.Context, request *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	response := &pluginapi.PreferredAllocationResponse{}
+	for _, container := range request.ContainerRequests {
+		picked := append([]string{}, container.MustIncludeDeviceIDs...)
+		used := map[string]bool{}
+		for _, id := range picked {
+			used[p.byID[id].UUID] = true
+		}
+		available := append([]string{}, container.AvailableDeviceIDs...)
+		sort.Strings(available)
+		for pass := 0; pass < 2 && len(picked) < int(container.AllocationSize); pass++ {
+			for _, id := range available {
+				if len(picked) >= int(container.AllocationSize) || contains(picked, id) {
+					continue
+				}
+				if pass == 0 && used[p.byID[id].UUID] {
+					continue
+				}
+				picked = append(picked, id)
+				used[p.byID[id].UUID] = true
+			}
+		}
+		response.ContainerResponses = append(response.ContainerResponses,
+			&pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: picked})
+	}
+	return response, nil
+}
+
+func (p *devicePlugin) Allocate(_ context.Context, request *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	faults := p.faults()
+	response := &pluginapi.AllocateResponse{}
+	for _, container := range request.ContainerRequests {
+		if p.config.Replicated && p.config.FailRequestsGreaterThanOne && len(container.DevicesIds) > 1 {
+			// NVIDIA's wording; the kubelet turns it into UnexpectedAdmissionError.
+			return nil, fmt.Errorf("request for '%s: %d' too large: maximum request size for shared resources is 1",
+				p.config.Resource, len(container.DevicesIds))
+		}
+		var names []string
+		var cdi []*pluginapi.CDIDevice
+		for _, id := range container.DevicesIds {
+			device, known := p.byID[id]
+			if !known {
+				return nil, fmt.Errorf("invalid allocation request for '%s': unknown device: %s", p.config.Resource, id)
+			}
+			if faults.WrongID == "first" {
+				device = p.config.Devices[0]
+			}
+			name := device.UUID
+			if p.config.VisibleDevices == "index" {
+				name = device.Index
+			}
+			if !contains(names, name) { // replicas of one card name it once
+				names = append(names, name)
+				cdi = append(cdi, &pluginapi.CDIDevice{Name: "k8s.device-plugin.nvidia.com/gpu=" + device.UUID})
+			}
+		}
+		answer := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}}
+		switch p.config.VisibleDevices {
+		case "uuid", "index", "":
+			answer.Envs["NVIDIA_VISIBLE_DEVICES"] = strings.Join(names, ",")
+		case "void":
+			answer.Envs["NVIDIA_VISIBLE_DEVICES"] = "void"
+			answer.CdiDevices = cdi
+		case "unset":
+			answer.CdiDevices = cdi
+		}
+		log.Printf("plugin: Allocate %v -> env %v cdi %d", container.DevicesIds, answer.Envs, len(answer.CdiDevices))
+		response.ContainerResponses = append(response.ContainerResponses, answer)
+	}
+	return response, nil
+}
+
+func (p *devicePlugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
+	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+func contains(list []string, item string) bool {
+	for _, entry := range list {
+		if entry == item {
+			return true
+		}
+	}
+	return false
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func inode(path string) uint64 {
+	info, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	if stat, ok := info.Sys().(*syscall.Stat_t); ok {
+		return stat.Ino
+	}
+	return 0
+}

@@ -1,0 +1,294 @@
+"""Real kubelet nodes for the simulated cluster: one real kubelet per topology node, with only the GPUs and the
+container runtime simulated (tests/sim/node: our CRI runtime and device plugin, in Go).
+
+Per node, under .sim/run/nodes/<node>/:
+  kubelet/                 the kubelet's --root-dir (pod-resources/kubelet.sock: the PodResources API)
+  device-plugins/          bound over /var/lib/kubelet/device-plugins in the kubelet's own mount namespace (the
+                           kubelet hard-codes that folder): kubelet.sock, our plugin's socket, and the device
+                           manager's kubelet_internal_checkpoint
+  runtime.sock, runtime/   our CRI runtime and its containers' working folders
+  pod-logs/                the kubelet's podLogsDir (CRI-format logs our runtime writes; the kubelet serves them)
+  gpus.json                the node's GPUs as nvidia-smi reads them
+  bin/nvidia-smi           nvidia-smi as a tool on the node sees it: every GPU
+  container-bin/nvidia-smi nvidia-smi inside a container: only the devices its environment names
+  proc/, run/containerd/   what node-side tools read about processes outside the ledger (topology `processes`)
+  plugin-*.json, faults.json, not-ready, kubelet.yaml
+
+What the kubelet changes on the host, and how it is put back (restore_host): it writes a few kernel sysctls
+(protectKernelDefaults false: vm.overcommit_memory, vm.panic_on_oom, kernel.panic, kernel.panic_on_oops,
+kernel.keys.root_maxkeys/root_maxbytes): their values before the first kubelet are saved in
+.sim/host-sysctls.json and written back by `simctl down`. The mount point /var/lib/kubelet/device-plugins is
+created if missing, and removed by `simctl down` if it was.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import cluster
+import topology as topo
+
+SIMNODE_SRC = cluster.SIM_SRC / "node"
+FAKE_NVIDIA_SMI = cluster.SIM_SRC / "fake_nvidia_smi.py"
+DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+           "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+# Every container on a GPU node runs a CUDA-style image: it asks for compute and utility capabilities.
+GPU_IMAGE_ENV = ("NVIDIA_DRIVER_CAPABILITIES=compute,utility",)
+
+
+def simnode_binary() -> Path:
+    """Build (or reuse) gpuops-simnode; cached by a hash of its sources, outside the checkout."""
+    digest = hashlib.sha256()
+    for path in sorted(SIMNODE_SRC.iterdir()):
+        if path.suffix in (".go", ".mod", ".sum"):
+            digest.update(path.name.encode() + path.read_bytes())
+    cache = Path(os.environ.get("GPUOPS_SIM_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpuops-sim")
+    binary = cache / f"simnode-{digest.hexdigest()[:16]}" / "gpuops-simnode"
+    if not binary.exists():
+        print("[sim] building gpuops-simnode (our CRI runtime and device plugin, Go; about a minute cold)", flush=True)
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."],
+                       cwd=SIMNODE_SRC, check=True, env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"})
+        os.replace(str(binary) + ".tmp", binary)
+    return binary
+
+
+class Node:
+    """One topology node's files, ports and processes."""
+
+    def __init__(self, sim: cluster.SimDir, spec: dict, position: int, unpullable: tuple = ()):
+        self.sim = sim
+        self.spec = spec
+        self.name = spec["name"]
+        self.gpus = topo.node_gpus(spec)
+        self.dir = sim.run / "nodes" / self.name
+        self.port = sim.ports.kubelet + 2 * position
+        self.healthz_port = self.port + 1
+        self.unpullable = list(unpullable)
+
+    # processes, as cluster.start_process names them
+    @property
+    def kubelet_process(self) -> str:
+        return f"kubelet-{self.name}"
+
+    @property
+    def runtime_process(self) -> str:
+        return f"runtime-{self.name}"
+
+    def plugin_process(self, resource: str) -> str:
+        return f"plugin-{self.name}-{resource.replace('/', '-')}"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.dir / "device-plugins" / "kubelet_internal_checkpoint"
+
+    @property
+    def pod_resources_socket(self) -> Path:
+        return self.dir / "kubelet" / "pod-resources" / "kubelet.sock"
+
+    @property
+    def faults_file(self) -> Path:
+        return self.dir / "faults.json"
+
+    def plugin_configs(self) -> list:
+        """Our device plugin's configurations: the node's resource, and on a mixed-MIG node also nvidia.com/gpu with
+        no device (NVIDIA's plugin advertises the whole-GPU resource too, at 0)."""
+        if not self.gpus:
+            return []
+        devices = []
+        for unit in self.gpus.units:
+            gpu, mig = unit["gpu"], unit["mig"]
+            devices.append({"id": unit["id"], "uuid": mig["uuid"] if mig else gpu.uuid,
+                            "index": f"{gpu.index}:{mig['index']}" if mig else str(gpu.index)})
+        configs = [{"resource": self.gpus.resource, "devices": devices, "visible_devices": self.gpus.visible_devices,
+                    "fail_requests_greater_than_one": self.gpus.fail_requests_greater_than_one,
+                    "replicated": self.gpus.replicas > 1}]
+        if self.gpus.resource.startswith("nvidia.com/mig-"):
+            configs.append({"resource": "nvidia.com/gpu", "devices": [], "visible_devices": self.gpus.visible_devices})
+        return configs
+
+    # --- files --------------------------------------------------------------------------------------
+
+    def write_files(self) -> None:
+        for sub in ("kubelet", "device-plugins", "runtime", "pod-logs", "bin", "container-bin"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self._write_gpu_state()
+        state = shlex.quote(str(self.dir / "gpus.json"))
+        python, smi = shlex.quote(sys.executable), shlex.quote(str(FAKE_NVIDIA_SMI))
+        everything = shlex.quote(json.dumps([{"gpu": gpu.index, "mig": None} for gpu in self.gpus.gpus] if self.gpus else []))
+        _write_script(self.dir / "bin" / "nvidia-smi", f"exec {python} {smi} --node-state {state} --visible {everything} \"$@\"")
+        _write_script(self.dir / "container-bin" / "nvidia-smi", f"exec {python} {smi} --node-state {state} \"$@\"")
+        self.faults_file.write_text("{}\n")
+        if self.spec.get("ready", True):
+            (self.dir / "not-ready").unlink(missing_ok=True)
+        else:
+            (self.dir / "not-ready").write_text("the topology marks this node not ready\n")
+        for config in self.plugin_configs():
+            (self.dir / f"plugin-{config['resource'].replace('/', '-')}.json").write_text(json.dumps(config, indent=1))
+        (self.dir / "kubelet.yaml").write_text(json.dumps(self.kubelet_config(), indent=1))
+
+    def _write_gpu_state(self) -> None:
+        state = {"driver_version": "570.124.06", "cuda_version": "12.8", "gpus": [], "processes": []}
+        if self.gpus:
+            state["gpus"] = [{"index": g.index, "uuid": g.uuid, "name": g.name, "memory_mib": g.memory_mib,
+                              "used_mib": g.used_mib, "mig_devices": g.mig_devices,
+                              "bus_id": f"00000000:{0x18 + g.index * 0x10:02X}:00.0"} for g in self.gpus.gpus]
+            state["processes"] = self.gpus.processes
+        (self.dir / "gpus.json").write_text(json.dumps(state, indent=1))
+
+    def kubelet_config(self) -> dict:
+        pki = self.sim.pki
+        return {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "address": cluster.LOOPBACK, "port": self.port, "readOnlyPort": 0,
+            "healthzBindAddress": cluster.LOOPBACK, "healthzPort": self.healthz_port,
+            "tlsCertFile": str(pki / "kubelet.crt"), "tlsPrivateKeyFile": str(pki / "kubelet.key"),
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                               "x509": {"clientCAFile": str(pki / "ca.crt")}},
+            "authorization": {"mode": "AlwaysAllow"},
+            # These machines: cgroup v1, no systemd, no swap accounting, a test VM's small disk.
+            "failCgroupV1": False, "cgroupsPerQOS": False, "enforceNodeAllocatable": ["none"],
+            "cgroupDriver": "cgroupfs", "failSwapOn": False, "resolvConf": "", "protectKernelDefaults": False,
+            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "nodefs.inodesFree": "1%",
+                             "imagefs.available": "1%", "imagefs.inodesFree": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "localStorageCapacityIsolation": False, "volumeStatsAggPeriod": "0s",
+            "containerRuntimeEndpoint": f"unix://{self.dir / 'runtime.sock'}",
+            "imageServiceEndpoint": f"unix://{self.dir / 'runtime.sock'}",
+            "podLogsDir": str(self.dir / "pod-logs"),
+            # As in a real cluster (data only: nothing resolves through it here).
+            "clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local",
+            "registerNode": True, "registerWithTaints": self.spec.get("taints") or [],
+            "serializeImagePulls": False,
+            # A plugin's registration (allocatable) reaches the API within a second, not the default 10.
+            "nodeStatusUpdateFrequency": "1s", "nodeStatusReportFrequency": "1m",
+            "kubeAPIQPS": 50, "kubeAPIBurst": 100, "shutdownGracePeriod": "0s",
+        }
+
+    # --- processes ----------------------------------------------------------------------------------
+
+    def start(self, k8s_bin: Path, simnode: Path) -> None:
+        runtime_argv = [str(simnode), "runtime", "--socket", str(self.dir / "runtime.sock"),
+                        "--state-dir", str(self.dir / "runtime"), "--tool-dir", str(self.dir / "container-bin"),
+                        "--not-ready-file", str(self.dir / "not-ready")]
+        if self.gpus:
+            runtime_argv += [arg for entry in GPU_IMAGE_ENV for arg in ("--image-env", entry)]
+            if self.gpus.ledger_bypass:
+                # The inference image sets NVIDIA_VISIBLE_DEVICES=all: pods asking for no GPU see every GPU.
+                runtime_argv += ["--image-env", "NVIDIA_VISIBLE_DEVICES=all"]
+        runtime_argv += [arg for image in self.unpullable for arg in ("--unpullable", image)]
+        cluster.start_process(self.sim, self.runtime_process, runtime_argv, marker=str(self.dir / "runtime.sock"))
+        for config in self.plugin_configs():
+            self.start_plugin(simnode, config["resource"])
+        # Its own mount namespace, where this node's device-plugins folder is the kubelet's fixed one.
+        kubelet = [str(k8s_bin / "kubelet"), f"--config={self.dir / 'kubelet.yaml'}",
+                   f"--kubeconfig={self.sim.kubeconfig}", f"--root-dir={self.dir / 'kubelet'}",
+                   f"--cert-dir={self.dir / 'kubelet' / 'pki'}", f"--hostname-override={self.name}",
+                   f"--node-ip={cluster.LOOPBACK}", "--v=1"]
+        argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                'mount --bind "$0" ' + shlex.quote(str(DEVICE_PLUGIN_DIR)) + ' && exec "$@"',
+                str(self.dir / "device-plugins"), *kubelet]
+        cluster.start_process(self.sim, self.kubelet_process, argv, marker=f"--root-dir={self.dir / 'kubelet'}")
+
+    def start_plugin(self, simnode: Path, resource: str) -> None:
+        argv = [str(simnode), "plugin", "--plugin-dir", str(self.dir / "device-plugins"),
+                "--config", str(self.dir / f"plugin-{resource.replace('/', '-')}.json"), "--faults", str(self.faults_file)]
+        cluster.start_process(self.sim, self.plugin_process(resource), argv,
+                              marker=str(self.dir / f"plugin-{resource.replace('/', '-')}.json"))
+
+    def processes(self) -> list:
+        names = [self.kubelet_process, self.runtime_process]
+        return names + [self.plugin_process(config["resource"]) for config in self.plugin_configs()]
+
+    def stop(self) -> None:
+        # The kubelet first (it would restart what the runtime stops), then the plugins, then the runtime, which
+        # ends its containers.
+        for name in [self.kubelet_process] + [self.plugin_process(c["resource"]) for c in self.plugin_configs()] + [self.runtime_process]:
+            cluster.stop_process(self.sim, name)
+
+    # --- what tools on the node read -----------------------------------------------------------------
+
+    def write_process_views(self, pods: dict) -> None:
+        """/proc/<pid>/cgroup and containerd task state for the topology's GPU processes (vLLM and friends), so
+        node-side modules (gpu_process_facts) can tell whose they are. ``pods``: "namespace/name" -> pod dict."""
+        for process in (self.gpus.processes if self.gpus else []):
+            proc_dir = self.dir / "proc" / str(process["pid"])
+            proc_dir.mkdir(parents=True, exist_ok=True)
+            pod = pods.get(process.get("pod", ""))
+            if pod:
+                uid = pod["metadata"]["uid"]
+                container = hashlib.sha256(f"{uid}/{process['pid']}".encode()).hexdigest()
+                cgroup = (f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid.replace('-', '_')}.slice/"
+                          f"cri-containerd-{container}.scope")
+                task = self.dir / "run" / "containerd" / "io.containerd.runtime.v2.task" / "k8s.io" / container
+                task.mkdir(parents=True, exist_ok=True)
+                (task / "config.json").write_text(json.dumps({"ociVersion": "1.1.0", "annotations": {
+                    "io.kubernetes.cri.container-type": "container",
+                    "io.kubernetes.cri.container-name": pod["spec"]["containers"][0]["name"],
+                    "io.kubernetes.cri.sandbox-name": pod["metadata"]["name"],
+                    "io.kubernetes.cri.sandbox-namespace": pod["metadata"]["namespace"],
+                    "io.kubernetes.cri.sandbox-uid": uid}}))
+            else:
+                cgroup = f"0::/system.slice/{process.get('unit', 'gpu-workload.service')}"
+            (proc_dir / "cgroup").write_text(cgroup + "\n")
+            cmdline = process.get("cmdline", process["name"])
+            (proc_dir / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
+            (proc_dir / "comm").write_text(process["name"].rsplit("/", 1)[-1][:15] + "\n")
+
+
+def _write_script(path: Path, line: str) -> None:
+    path.write_text(f"#!/bin/sh\n{line}\n")
+    path.chmod(0o755)
+
+
+def nodes_of(sim: cluster.SimDir, spec: dict) -> list:
+    unpullable = tuple(spec.get("unpullable_images") or ())
+    return [Node(sim, node, position, unpullable) for position, node in enumerate(spec["nodes"])]
+
+
+# --- the host -------------------------------------------------------------------------------------------
+
+def prepare_host(sim: cluster.SimDir) -> None:
+    """Save what the kubelets will change on the host (once per sim), and make the device-plugins mount point."""
+    saved = sim.root / "host-sysctls.json"
+    if not saved.exists():
+        values = {}
+        for name in SYSCTLS:
+            try:
+                values[name] = Path("/proc/sys", name).read_text().strip()
+            except OSError:
+                continue
+        record = {"sysctls": values, "created_device_plugin_dir": not DEVICE_PLUGIN_DIR.exists()}
+        saved.write_text(json.dumps(record, indent=1) + "\n")
+    DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def restore_host(sim: cluster.SimDir) -> list:
+    """Put back what prepare_host saved; returns what could not be restored."""
+    saved = sim.root / "host-sysctls.json"
+    if not saved.exists():
+        return []
+    record = json.loads(saved.read_text())
+    left = []
+    for name, value in record["sysctls"].items():
+        try:
+            path = Path("/proc/sys", name)
+            if path.read_text().strip() != value:
+                path.write_text(value + "\n")
+        except OSError as error:
+            left.append(f"sysctl {name}={value}: {error.strerror}")
+    if record.get("created_device_plugin_dir"):
+        for path in (DEVICE_PLUGIN_DIR, DEVICE_PLUGIN_DIR.parent):
+            try:
+                path.rmdir()
+            except OSError:
+                left.append(f"{path} (not empty)")
+                break
+    saved.unlink()
+    return left
