@@ -22,7 +22,9 @@ SIMCTL = [sys.executable, str(CHECKOUT / "tests" / "sim" / "simctl.py")]
 
 
 def topology(count: int) -> dict:
-    return {"nodes": [{"name": f"fleet-{index:03d}", "gpu": {"product": "NVIDIA H20", "count": 1}} for index in range(count)]}
+    # Light nodes (tests/sim/fakelet.py): fifty real kubelets would not fit on a 2-core machine beside the run.
+    return {"light_nodes": True,
+            "nodes": [{"name": f"fleet-{index:03d}", "gpu": {"product": "NVIDIA H20", "count": 1}} for index in range(count)]}
 
 
 def inventory(count: int, sim: dict, reports: Path) -> dict:

@@ -106,6 +106,6 @@ def test_walkthrough_replays_with_kubectl(walkthrough_cluster):
 
 def test_every_listener_is_loopback(sim):
     sockets = simctl.component_listeners(sim.dir)
-    assert sockets["kube-apiserver"] and sockets["etcd"] and sockets["fakelet"]
+    assert sockets["kube-apiserver"] and sockets["etcd"] and sockets["kubelet-prod102"]
     addresses = {address for entries in sockets.values() for address, _port in entries}
     assert addresses == {"127.0.0.1"}, sockets

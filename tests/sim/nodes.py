@@ -125,10 +125,7 @@ class Node:
         _write_script(self.dir / "bin" / "nvidia-smi", f"exec {python} {smi} --node-state {state} --visible {everything} \"$@\"")
         _write_script(self.dir / "container-bin" / "nvidia-smi", f"exec {python} {smi} --node-state {state} \"$@\"")
         self.faults_file.write_text("{}\n")
-        if self.spec.get("ready", True):
-            (self.dir / "not-ready").unlink(missing_ok=True)
-        else:
-            (self.dir / "not-ready").write_text("the topology marks this node not ready\n")
+        (self.dir / "not-ready").unlink(missing_ok=True)
         for config in self.plugin_configs():
             (self.dir / f"plugin-{config['resource'].replace('/', '-')}.json").write_text(json.dumps(config, indent=1))
         (self.dir / "kubelet.yaml").write_text(json.dumps(self.kubelet_config(), indent=1))
@@ -158,7 +155,7 @@ class Node:
             "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "nodefs.inodesFree": "1%",
                              "imagefs.available": "1%", "imagefs.inodesFree": "1%"},
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-            "localStorageCapacityIsolation": False, "volumeStatsAggPeriod": "0s",
+            "volumeStatsAggPeriod": "0s",
             "containerRuntimeEndpoint": f"unix://{self.dir / 'runtime.sock'}",
             "imageServiceEndpoint": f"unix://{self.dir / 'runtime.sock'}",
             "podLogsDir": str(self.dir / "pod-logs"),
@@ -201,6 +198,12 @@ class Node:
                 "--config", str(self.dir / f"plugin-{resource.replace('/', '-')}.json"), "--faults", str(self.faults_file)]
         cluster.start_process(self.sim, self.plugin_process(resource), argv,
                               marker=str(self.dir / f"plugin-{resource.replace('/', '-')}.json"))
+
+    def make_not_ready(self) -> None:
+        """The container runtime goes down: the kubelet reports Ready=False ("container runtime is down") and
+        keeps what it advertised, as a GPU node whose runtime failed does. (A runtime that never came up would
+        leave the kubelet without its device manager: no GPU at all.)"""
+        (self.dir / "not-ready").write_text("the topology marks this node not ready\n")
 
     def processes(self) -> list:
         names = [self.kubelet_process, self.runtime_process]

@@ -154,28 +154,43 @@ def start_nodes(sim: cluster.SimDir, topology_file: Path) -> None:
         check_alive(sim, watched, lambda: _registered(core, spec), 60, "the kubelets to register their nodes")
         _apply_topology_node_fields(core, spec)
     _seed_pods(core, spec)
-    expected_ready = {node["name"] for node in spec["nodes"] if node.get("ready", True)}
-    expected_pods = {(pod.get("namespace", "default"), pod["name"]) for pod in spec.get("pods") or []}
+    # Real nodes all come up Ready with their GPUs; those the topology wants NotReady lose their runtime after.
+    expected_ready = {node["name"] for node in spec["nodes"] if node.get("ready", True) or not spec.get("light_nodes")}
+    # A pod that ends (restartPolicy Never) has settled once it ended; the others once they run.
+    expected_pods = {(pod.get("namespace", "default"), pod["name"]):
+                     ("Succeeded", "Failed") if pod.get("restart_policy") == "Never" else ("Running",)
+                     for pod in spec.get("pods") or []}
     expected_gpus = {node["name"]: (gpus.resource, str(len(gpus.units)))
-                     for node in spec["nodes"] for gpus in [topo.node_gpus(node)] if gpus and node.get("ready", True)}
+                     for node in spec["nodes"] for gpus in [topo.node_gpus(node)]
+                     if gpus and (node.get("ready", True) or not spec.get("light_nodes"))}
 
     def settled():
         found = core.list_node().items
-        ready = {node.metadata.name for node in found
-                 if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-                 and not any(t.key == "node.kubernetes.io/not-ready" for t in node.spec.taints or [])}
+        ready = _ready_nodes(core, found)
         advertised = {node.metadata.name: (node.status.allocatable or {}) for node in found}
         gpus_ok = all(advertised.get(name, {}).get(resource) == count for name, (resource, count) in expected_gpus.items())
-        pods = {(pod.metadata.namespace, pod.metadata.name) for pod in core.list_pod_for_all_namespaces().items
-                if pod.status.phase in ("Running", "Succeeded")}
-        return expected_ready <= ready and gpus_ok and expected_pods <= pods
+        phases = {(pod.metadata.namespace, pod.metadata.name): pod.status.phase
+                  for pod in core.list_pod_for_all_namespaces().items}
+        pods_ok = all(phases.get(key) in wanted for key, wanted in expected_pods.items())
+        return expected_ready <= ready and gpus_ok and pods_ok
 
     check_alive(sim, watched, settled, 90, "the nodes to be Ready, advertise their GPUs and run the topology's pods")
     if not spec.get("light_nodes"):
+        not_ready = [node for node in real_nodes.nodes_of(sim, spec) if not node.spec.get("ready", True)]
+        for node in not_ready:
+            node.make_not_ready()
+        names = {node.name for node in not_ready}
+        check_alive(sim, watched, lambda: not names & _ready_nodes(core), 30, f"{', '.join(sorted(names))} to turn NotReady")
         pods = {f"{pod.metadata.namespace}/{pod.metadata.name}": core.api_client.sanitize_for_serialization(pod)
                 for pod in core.list_pod_for_all_namespaces().items}
         for node in real_nodes.nodes_of(sim, spec):
             node.write_process_views(pods)
+
+
+def _ready_nodes(core, found=None) -> set:
+    return {node.metadata.name for node in (found if found is not None else core.list_node().items)
+            if any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+            and not any(t.key == "node.kubernetes.io/not-ready" for t in node.spec.taints or [])}
 
 
 def _registered(core, spec: dict) -> bool:
