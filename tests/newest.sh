@@ -21,9 +21,10 @@ ansible_core_spec="ansible-core>=2.21,<2.22"
 kubernetes_core_version=6.6.0
 ansible_package_version=14.5.0
 wheel_cache="$HOME/.cache/gpuops-newest"
-tests=(tests/unit
-       tests/integration/test_safety_secrets.py
-       tests/integration/test_gpu_demo.py::test_default_topology_walkthrough)
+# Two pytest runs: tests/unit and tests/integration both have a test_gpu_demo.py (no packages).
+unit_tests=(tests/unit)
+integration_tests=(tests/integration/test_safety_secrets.py
+                   tests/integration/test_gpu_demo.py::test_default_topology_walkthrough)
 
 started=$SECONDS
 log() { printf '[newest %3ds] %s\n' $((SECONDS - started)) "$*"; }
@@ -92,11 +93,14 @@ found=$(ansible-galaxy collection list kubernetes.core --format json 2>/dev/null
         | python3 -c 'import json, sys; print(" ".join(c["kubernetes.core"]["version"] for c in json.load(sys.stdin).values()))')
 [ "$found" = "$kubernetes_core_version" ] \
   || die "ansible finds kubernetes.core '$found', expected $kubernetes_core_version alone (look in ~/.ansible/collections)"
-log "$("$venv/bin/python" --version), $(ansible --version | head -1), kubernetes.core $found"
+log "$("$venv/bin/python" --version), $(ansible --version | sed -n 1p), kubernetes.core $found"
 
 # 4. Run. The integration tests start the simulated cluster if it is not up (GPUOPS_SIM_* honoured).
-log "pytest ${tests[*]} $*"
 status=0
-"$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}" "$@" || status=$?
+for suite in unit integration; do
+  declare -n tests="${suite}_tests"
+  log "pytest ${tests[*]} $*"
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}" "$@" || status=$?
+done
 log "done (exit $status)"
 exit "$status"
