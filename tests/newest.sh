@@ -21,8 +21,6 @@ ansible_core_spec="ansible-core>=2.21,<2.22"
 kubernetes_core_version=6.6.0
 ansible_package_version=14.5.0
 wheel_cache="$HOME/.cache/gpuops-newest"
-# Two pytest runs: tests/unit and tests/integration both have a test_gpu_demo.py (no packages).
-unit_tests=(tests/unit)
 integration_tests=(tests/integration/test_safety_secrets.py
                    tests/integration/test_gpu_demo.py::test_default_topology_walkthrough)
 
@@ -96,11 +94,11 @@ found=$(ansible-galaxy collection list kubernetes.core --format json 2>/dev/null
 log "$("$venv/bin/python" --version), $(ansible --version | sed -n 1p), kubernetes.core $found"
 
 # 4. Run. The integration tests start the simulated cluster if it is not up (GPUOPS_SIM_* honoured).
+# Two pytest runs: tests/unit and tests/integration both have a test_gpu_demo.py (no packages).
 status=0
-for suite in unit integration; do
-  declare -n tests="${suite}_tests"
-  log "pytest ${tests[*]} $*"
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}" "$@" || status=$?
-done
+log "pytest tests/unit $*"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit "$@" || status=$?
+log "pytest ${integration_tests[*]} $*"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider "${integration_tests[@]}" "$@" || status=$?
 log "done (exit $status)"
 exit "$status"
