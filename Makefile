@@ -10,7 +10,7 @@ SIM       := $(PY) tests/sim/simctl.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 
-.PHONY: help setup sim-build sim-up sim-status sim-down lint sanity unit integration test demo bench profile build
+.PHONY: help setup sim-build sim-up sim-status sim-down lint sanity unit integration test-newest test demo bench profile build
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -51,7 +51,10 @@ unit: setup ## Unit tests of the pure logic, and the built collection's packagin
 integration: sim-up ## Integration tests against the simulated cluster
 	@$(PY) -m pytest -q tests/integration
 
-test: lint sanity unit integration ## Everything CI runs
+test-newest: sim-build ## Unit tests, the default demo and the secrets tests on Python 3.13, the newest ansible-core 2.21 and kubernetes.core 6.6.0 (.venv-newest)
+	@bash tests/newest.sh
+
+test: lint sanity unit integration test-newest ## Everything CI runs
 
 demo: sim-up ## The main job on the simulated cluster: playbooks/gpu_demo.yml -i inventory/sim
 	@ansible-playbook playbooks/gpu_demo.yml -i inventory/sim

@@ -10,6 +10,7 @@ loading all come from kubernetes.core (``AUTH_ARG_SPEC`` and ``get_api_client``)
 modules connect exactly like ``kubernetes.core.k8s``. On top of that this file adds:
 
 * ``k8s_module()``: an ``AnsibleK8SModule`` with the auth options merged in;
+* ``mask_as_kubernetes_core()``: the masking AnsibleK8SModule adds, for a task run without an AnsibleModule;
 * ``k8s_client()``: kubernetes.core's client for a task's options, with failures turned into ``K8sApiError``;
 * ``explain_api_errors()`` / ``api_error_message()``: turn ApiException / urllib3 / kubeconfig
   errors into one clear sentence naming the API server and what was being done;
@@ -86,9 +87,34 @@ def k8s_module(argument_spec=None, **kwargs):
     return module
 
 
+class _ValidatedArguments:
+    """Stands in for the AnsibleModule that AnsibleK8SModule builds (its ``module_class`` setting): arguments already
+    validated, and the set of values to mask, which AnsibleK8SModule may add to."""
+
+    def __init__(self, params, no_log_values):
+        self.params = params
+        self.no_log_values = no_log_values
+
+
+def mask_as_kubernetes_core(no_log_values, params):
+    """Add to ``no_log_values`` what kubernetes.core masks in a module's arguments beyond its spec's ``no_log``.
+
+    Up to kubernetes.core 6.2 the ``kubeconfig`` option is ``no_log`` (the argument validator masks it); from 6.3
+    on it is not, and AnsibleK8SModule's constructor adds an inline kubeconfig's credentials to its module's
+    ``no_log_values`` instead. A task run without an AnsibleModule (plugin_utils/in_process.py) gets the same
+    by building an AnsibleK8SModule around its validated arguments: whatever kubernetes.core's constructor
+    masks, on any version, is masked. (tests/unit/plugins/plugin_utils/test_in_process.py fails if a
+    kubernetes.core release masks an inline kubeconfig neither way.)
+    """
+    arguments = _ValidatedArguments(params, set(no_log_values))
+    AnsibleK8SModule(module_class=lambda **kwargs: arguments, check_k8s=False, check_pyyaml=False)
+    no_log_values.update(arguments.no_log_values)
+
+
 def unmask_kubeconfig_path(no_log_values, params):
-    """kubernetes.core marks kubeconfig no_log for its inline (dict) form, which holds credentials; a path is
-    no secret, and masking it would hide which file an error is about: taken out of ``no_log_values``."""
+    """kubernetes.core before 6.3 marks the kubeconfig option no_log for its inline (dict) form, which holds
+    credentials; a path is no secret, and masking it would hide which file an error is about: taken out of
+    ``no_log_values``."""
     kubeconfig = params.get("kubeconfig")
     if isinstance(kubeconfig, str):
         no_log_values.discard(kubeconfig)

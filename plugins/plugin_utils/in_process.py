@@ -26,6 +26,7 @@ import contextlib
 import os
 import sys
 
+from ansible import constants as C
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
 from ansible.module_utils.errors import UnsupportedError
@@ -33,7 +34,8 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import module_argument_spec, unmask_kubeconfig_path
+from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import (
+    mask_as_kubernetes_core, module_argument_spec, unmask_kubeconfig_path)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._task import TaskFailed
 
 try:
@@ -76,6 +78,16 @@ def same_python(interpreter, executable):
         return False
 
 
+def inject_invocation(task_vars):
+    """Whether a module's result carries its arguments (``invocation``), as AnsibleModule decides.
+
+    Always up to ansible-core 2.20; from 2.21 on only with the INJECT_INVOCATION setting (default off).
+    """
+    if "INJECT_INVOCATION" not in C.config.get_configuration_definitions():
+        return True
+    return C.config.get_config_value("INJECT_INVOCATION", variables=task_vars)
+
+
 @contextlib.contextmanager
 def task_environment(environment):
     """os.environ with the task's ``environment:`` on top, as the module's process would have had it.
@@ -93,14 +105,17 @@ def task_environment(environment):
 
 
 def validate(options, args, module_name):
-    """(params, no_log values, error message or None), as AnsibleModule validates a module's arguments."""
+    """(params, no_log values, error message or None), as AnsibleModule validates a module's arguments.
+
+    After an error, ``params`` holds what could be validated (as in AnsibleModule, which then fails).
+    """
     validation = ArgumentSpecValidator(options).validate(args)
     no_log_values = set(validation._no_log_values)
     if validation.error_messages:
         message = validation.errors.msg
         if isinstance(validation.errors[0], UnsupportedError):
             message = "Unsupported parameters for ({0}) module: {1}".format(module_name, message)
-        return None, no_log_values, message
+        return validation.validated_parameters, no_log_values, message
     return validation.validated_parameters, no_log_values, None
 
 
@@ -141,23 +156,27 @@ class InProcessModule(ActionBase):
         environment = {}
         self._compute_environment_string(environment)
         with task_environment(environment):
-            return merge_hash(result, self._run_here(module_name))
+            return merge_hash(result, self._run_here(module_name, inject_invocation(task_vars)))
 
-    def _run_here(self, module_name):
+    def _run_here(self, module_name, with_invocation=True):
         options = module_argument_spec(self.OPTIONS) if self.K8S else self.OPTIONS
         params, no_log_values, error = validate(options, dict(self._task.args), module_name)
+        if self.K8S:
+            # What AnsibleK8SModule masks on top of the spec's no_log (an inline kubeconfig's credentials, from
+            # kubernetes.core 6.3 on), then the kubeconfig path shown again, as k8s_module() does for the module.
+            mask_as_kubernetes_core(no_log_values, params)
+            unmask_kubeconfig_path(no_log_values, params)
         if error:
             # A message may quote a value: secrets masked, as AnsibleModule.fail_json does.
             return remove_values(dict(failed=True, msg=error), no_log_values)
-        if self.K8S:
-            unmask_kubeconfig_path(no_log_values, params)
         warnings = []
         try:
             result = dict(self.TASK(params, self._play_context.check_mode, warnings.append))
         except TaskFailed as failure:
             result = dict(failure.result, failed=True, msg=failure.msg)
         result.setdefault("changed", False)
-        result["invocation"] = {"module_args": params}
+        if with_invocation:
+            result["invocation"] = {"module_args": params}
         if warnings:
             result["warnings"] = warnings
         # Secrets among the arguments never reach the result, as AnsibleModule.exit_json guarantees. (Walking a

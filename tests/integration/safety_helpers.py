@@ -91,9 +91,9 @@ def playbook_command(inventory: Path, extra_vars: dict | None = None, args: tupl
 
 
 def run_playbook(inventory: Path, env: dict, extra_vars: dict | None = None, args: tuple = (),
-                 timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(playbook_command(inventory, extra_vars, args), capture_output=True, text=True, cwd=CHECKOUT,
-                          env=env, timeout=timeout, check=False)
+                 timeout: int = 300, playbook: str = PLAYBOOK) -> subprocess.CompletedProcess:
+    return subprocess.run(playbook_command(inventory, extra_vars, args, playbook), capture_output=True, text=True,
+                          cwd=CHECKOUT, env=env, timeout=timeout, check=False)
 
 
 def read_report(report_dir: Path, run_id: str, node: str = NODE) -> dict | None:

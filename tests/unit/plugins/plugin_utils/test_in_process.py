@@ -6,16 +6,19 @@
 AnsibleModule makes them, and the same task (vllm_health against a tiny server on 127.0.0.1) run both
 ways by ansible-playbook, giving the same result."""
 
+import copy
 import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils import _task_vllm_health
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.gpuops.scheduling.plugins.module_utils import _k8s_client, _task_vllm_health
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import in_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "modules"))
@@ -71,6 +74,76 @@ def test_arguments_are_checked_and_coerced_as_ansible_module_does():
     assert in_process.validate(_task_vllm_health.OPTIONS, {"bearer_token": "s3cret", "bogus": 1}, "m")[1] == {"s3cret"}
 
 
+# An inline kubeconfig (``kubeconfig: "{{ lookup('file', path) | from_yaml }}"``) with every kind of credential
+# a kubeconfig user can hold, each value distinctive so that a leak anywhere is found.
+SECRETS = {"client-key-data": "S0VZLWRhdGEtZ3B1b3BzLXVuaXQtdGVzdC0wMDE=",
+           "client-certificate-data": "Q0VSVC1kYXRhLWdwdW9wcy11bml0LXRlc3QtMDAy",
+           "token": "eyJhbGciOiJSUzI1NiJ9.gpuops-unit-test-payload.gpuops-unit-test-signature",
+           "password": "gpuops-unit-test-password-003"}
+# (kubernetes.core < 6.3 masks every string of it, even in other values: names here are not words of the results.)
+INLINE_KUBECONFIG = {
+    "apiVersion": "v1", "kind": "Config", "current-context": "unit-test-context",
+    "clusters": [{"name": "unit-test-cluster", "cluster": {"server": "https://127.0.0.1:6443",
+                                                           "certificate-authority-data": "Q0EtZGF0YS1ncHVvcHMtdW5pdC10ZXN0LTAwNA=="}}],
+    "users": [{"name": "unit-test-user", "user": dict(SECRETS, username="unit-test-admin")}],
+    "contexts": [{"name": "unit-test-context",
+                  "context": {"cluster": "unit-test-cluster", "user": "unit-test-user", "namespace": "gpu-operator"}}],
+}
+
+
+class EchoingTask(in_process.InProcessModule):
+    """An API task whose result quotes the kubeconfig it was given, as an error message might."""
+
+    OPTIONS = {"node": {"type": "str"}}
+
+    @staticmethod
+    def TASK(params, check_mode, warn):  # noqa: N802 pylint: disable=invalid-name
+        user = params["kubeconfig"]["users"][0]["user"]
+        assert {key: user[key] for key in SECRETS} == SECRETS   # the task itself gets the real credentials
+        return {"node": params["node"], "echo": "connected as {0} with {1}".format(user["username"], sorted(user.values()))}
+
+
+def run_here(action_class, args):
+    action = action_class.__new__(action_class)   # _run_here needs only the task's arguments and check mode
+    action._task = SimpleNamespace(args=args)
+    action._play_context = SimpleNamespace(check_mode=False)
+    return action._run_here("gpuops.scheduling.test")
+
+
+def test_an_inline_kubeconfig_is_masked_in_process_as_kubernetes_core_masks_it():
+    """Issue 12: from kubernetes.core 6.3 on the kubeconfig option is not no_log any more; AnsibleK8SModule's
+    constructor masks an inline one, and the in-process runner gets that masking by building one.
+    Fails if a kubernetes.core release masks an inline kubeconfig neither through its spec nor that constructor."""
+    result = run_here(EchoingTask, {"kubeconfig": copy.deepcopy(INLINE_KUBECONFIG), "node": "prod102"})
+    assert "failed" not in result, result
+    shown = json.dumps(result)
+    assert [name for name, value in SECRETS.items() if value in shown] == []
+    assert result["node"] == "prod102" and "connected as" in result["echo"]
+    shown_user = result["invocation"]["module_args"]["kubeconfig"]["users"][0]["user"]
+    assert shown_user["client-key-data"] != SECRETS["client-key-data"]
+
+
+def test_kubernetes_core_masks_an_inline_kubeconfig_through_its_spec_or_its_constructor():
+    no_log_values = set()
+    _k8s_client.mask_as_kubernetes_core(no_log_values, {"kubeconfig": copy.deepcopy(INLINE_KUBECONFIG)})
+    if AUTH_ARG_SPEC["kubeconfig"].get("no_log"):
+        # kubernetes.core < 6.3: the whole option is no_log, the argument validator masks every value in it.
+        assert set(SECRETS.values()) <= in_process.validate(AUTH_ARG_SPEC, {"kubeconfig": INLINE_KUBECONFIG}, "m")[1]
+    else:
+        # kubernetes.core >= 6.3: AnsibleK8SModule masks the credentials only, not words such as the namespace.
+        assert set(SECRETS.values()) <= no_log_values and "gpu-operator" not in no_log_values
+
+
+class PathTask(in_process.InProcessModule):
+    TASK = staticmethod(lambda params, check_mode, warn: {"loaded": params["kubeconfig"]})
+
+
+def test_a_kubeconfig_path_stays_visible_in_process():
+    """A path is no secret (kubernetes.core < 6.3 marks the whole option no_log): errors can name the file."""
+    result = run_here(PathTask, {"kubeconfig": "/etc/gpuops/kubeconfig"})
+    assert result["loaded"] == result["invocation"]["module_args"]["kubeconfig"] == "/etc/gpuops/kubeconfig"
+
+
 def test_the_task_environment_applies_inside_and_is_restored(monkeypatch):
     monkeypatch.setenv("GPUOPS_KEPT", "1")
     monkeypatch.delenv("GPUOPS_TASK", raising=False)
@@ -96,12 +169,14 @@ PLAYBOOK = textwrap.dedent("""\
     """)
 
 
-def run_playbook(tmp_path, base, interpreter, strict=True, text=PLAYBOOK):
+def run_playbook(tmp_path, base, interpreter, strict=True, text=PLAYBOOK, inject_invocation=True):
     playbook = tmp_path / "play.yml"
     playbook.write_text(text)
     out = tmp_path / "result.json"
     extra_vars = {"base": base, "token": TOKEN, "strict": strict, "out": str(out)}
     env = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
+    # Results carry the task's arguments: always up to ansible-core 2.20, from 2.21 on only with this setting.
+    env["ANSIBLE_INJECT_INVOCATION"] = str(inject_invocation)
     completed = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook), "-i", "localhost,", "-c", "local", "-vvv",
          "-e", json.dumps(extra_vars), "-e", "ansible_python_interpreter=" + interpreter],
@@ -115,19 +190,21 @@ def comparable(result):
     return {key: value for key, value in result.items() if key not in ("latency_ms", "elapsed", "invocation", "_ansible_no_log")}
 
 
-@pytest.mark.parametrize("status", [200, 503])
-def test_in_process_and_module_runs_give_the_same_result(tmp_path, vllm, status):
+@pytest.mark.parametrize("status, inject_invocation", [(200, True), (503, True), (200, False)])
+def test_in_process_and_module_runs_give_the_same_result(tmp_path, vllm, status, inject_invocation):
     server = vllm(health_status=status, token=TOKEN)
     # The same Python under another path: the plugin cannot tell it is the controller's, so it ships the module.
     other_path = tmp_path / "python"
     other_path.symlink_to(sys.executable)
-    here_output, here = run_playbook(tmp_path, server.base, sys.executable)
-    shipped_output, shipped = run_playbook(tmp_path, server.base, str(other_path))
+    here_output, here = run_playbook(tmp_path, server.base, sys.executable, inject_invocation=inject_invocation)
+    shipped_output, shipped = run_playbook(tmp_path, server.base, str(other_path), inject_invocation=inject_invocation)
     assert "gpuops.scheduling.vllm_health: running in the controller's process" in here_output
     assert "gpuops.scheduling.vllm_health: running as a module: ansible_python_interpreter is " in shipped_output
     assert comparable(here) == comparable(shipped)
+    assert ("invocation" in here) is ("invocation" in shipped)
     assert here["failed"] is (status != 200) and here["healthy"] is (status == 200)
-    assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in here_output  # -vvv shows the arguments, masked
+    if inject_invocation:
+        assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in here_output  # -vvv shows the arguments, masked
     assert TOKEN not in here_output and TOKEN not in json.dumps(here)
 
 
