@@ -341,9 +341,9 @@ class PodResourcesClient:
         if "permission denied" in (details or "").lower():
             return PodResourcesError("permission denied on %s: run as root (become: true)" % where)
         if code == status.DEADLINE_EXCEEDED:
-            return PodResourcesError("the kubelet did not answer %s on %s within %s s" % (method, where, self.timeout))
+            return PodResourcesError("no answer to %s on %s within %s s (pod_resources_timeout)" % (method, where, self.timeout))
         if code == status.UNAVAILABLE:
-            return PodResourcesError("cannot reach the kubelet on %s (%s): is the kubelet running?" % (where, details))
+            return PodResourcesError("cannot connect to %s (%s): is the kubelet running?" % (where, details))
         return PodResourcesError("%s on %s failed: %s %s" % (method, where, code_name, details))
 
 

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent import futures
 from pathlib import Path
 
@@ -196,9 +197,11 @@ def test_missing_socket_names_it(tmp_path):
 def test_socket_nobody_listens_on(tmp_path):
     stale = tmp_path / "kubelet.sock"
     stale.write_text("")  # left by a kubelet that stopped: connect is refused
-    with pytest.raises(pr.PodResourcesError, match="cannot reach the kubelet on the kubelet's PodResources socket %s .*is the kubelet running" % stale):
+    with pytest.raises(pr.PodResourcesError) as raised:
         with pr.PodResourcesClient(grpc, str(stale), 5) as client:
             client.list()
+    assert str(raised.value).startswith("cannot connect to the kubelet's PodResources socket %s (" % stale)
+    assert str(raised.value).endswith("Connection refused): is the kubelet running?")
 
 
 def test_kubelet_without_get(kubelet):
@@ -238,6 +241,23 @@ def test_other_errors_name_the_method_and_socket(kubelet):
         with pytest.raises(pr.PodResourcesError) as raised:
             client.get("ml", "gone-0")
     assert str(raised.value) == "Get on the kubelet's PodResources socket %s failed: UNKNOWN pod gone-0 in namespace ml not found" % server.path
+
+
+def test_a_kubelet_that_does_not_answer_in_time(kubelet):
+    server = kubelet()
+    slow = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    handlers = {pr.LIST: grpc.unary_unary_rpc_method_handler(lambda request, context: time.sleep(1) or b"")}
+    slow.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(pr.SERVICE, handlers),))
+    path = server.directory + "/slow.sock"
+    slow.add_insecure_port("unix:" + path)
+    slow.start()
+    try:
+        with pr.PodResourcesClient(grpc, path, 0.2) as client:
+            with pytest.raises(pr.PodResourcesError) as raised:
+                client.list()
+    finally:
+        slow.stop(0)
+    assert str(raised.value) == "no answer to List on the kubelet's PodResources socket %s within 0.2 s (pod_resources_timeout)" % path
 
 
 def test_malformed_answer_is_reported_as_such(kubelet):
