@@ -397,6 +397,8 @@ def main():
     for process in inventory["processes"]:
         seen = _cgroup.read_process(process["pid"], process["name"], module.params["proc_root"], module.params["host_root"])
         processes.append(dict(process, name=process["name"] or seen["comm"], cmdline=seen["cmdline"], kubernetes=seen["kubernetes"]))
+    # Last: once grpcio has started its threads, a child forked by run_command (nvidia-smi) can abort
+    # in grpcio's fork handlers.
     allocations = _pod_resources.read_allocations(
         module.params["pod_resources_socket"], module.params["checkpoint_path"], module.params["pod_resources_timeout"], grpc=grpc
     )

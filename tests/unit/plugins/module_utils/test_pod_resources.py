@@ -280,28 +280,30 @@ PERMISSION_PROBE = """
 import os, socket, sys
 import grpc
 from ansible_collections.gpuops.scheduling.plugins.module_utils import _pod_resources as pr
+socket_path, warm_up_path, checkpoint_path = sys.argv[1:4]
 if os.geteuid() == 0:
     # Root ignores file modes: become nobody. grpcio imports modules on first use and the
-    # interpreter may be readable by root alone, so one call (and one refused connection) come first.
-    pr.read_allocations(sys.argv[1], sys.argv[2], 5, grpc=grpc)
-    stale = sys.argv[1] + ".stale"
+    # interpreter may be readable by root alone, so one call (and one refused connection) come
+    # first, on another socket: grpcio would reuse a connection made as root to the same one.
+    pr.read_allocations(warm_up_path, checkpoint_path, 5, grpc=grpc)
+    stale = warm_up_path + ".stale"
     socket.socket(socket.AF_UNIX).bind(stale)
-    pr.read_allocations(stale, sys.argv[2], 5, grpc=grpc)
+    pr.read_allocations(stale, checkpoint_path, 5, grpc=grpc)
     os.setgroups([])
     os.setgid(65534)
     os.setuid(65534)
-print(pr.read_allocations(sys.argv[1], sys.argv[2], 5, grpc=grpc)["errors"][0])
+print(pr.read_allocations(socket_path, checkpoint_path, 5, grpc=grpc)["errors"][0])
 """
 
 
 def test_permission_denied_names_the_socket(kubelet):
     # The kubelet's socket is root's (srwxr-xr-x): another user may not connect to it.
-    server = kubelet()
+    server, warm_up = kubelet(), kubelet()
     os.chmod(server.directory, 0o755)
     if os.geteuid() != 0:
         os.chmod(server.path, 0o000)
     probe = subprocess.run(
-        [sys.executable, "-c", PERMISSION_PROBE, server.path, "/nonexistent/checkpoint"],
+        [sys.executable, "-c", PERMISSION_PROBE, server.path, warm_up.path, "/nonexistent/checkpoint"],
         env=dict(os.environ, PYTHONPATH=str(COLLECTIONS)), cwd="/", capture_output=True, text=True, timeout=60, check=False,
     )
     assert probe.returncode == 0, probe.stderr
