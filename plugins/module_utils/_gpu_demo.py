@@ -29,14 +29,21 @@ MEMORY_FIELDS = ("uuid", "memory.used", "memory.total")
 
 
 def hold_evidence(log):
-    """What a demo pod's log proves: the GPUs it saw, NVIDIA_VISIBLE_DEVICES, memory per GPU.
+    """What a demo pod's log proves: the devices it saw, NVIDIA_VISIBLE_DEVICES, memory per GPU.
 
-    ``gpus``/``uuids`` come from ``nvidia-smi -L`` (the evidence; ``unit_uuids`` has the MIG
-    devices of a partitioned GPU instead of the GPU itself); ``visible_devices`` is the
-    variable as the toolkit reads it (corroboration: ``mode`` list, unset, void, none or all);
-    ``memory`` has one row per GPU from the ``--query-gpu`` CSV (bytes and MiB);
-    ``corroborated`` is True when the variable lists exactly the UUIDs seen, False when it lists
-    other UUIDs or a different number of indexes, None when it cannot say (unset, void, all).
+    ``gpus``/``uuids`` come from ``nvidia-smi -L`` (every GPU and MIG UUID printed). The units the
+    pod holds (``units``, ``unit_uuids``) are its MIG devices where ``nvidia-smi -L`` lists any
+    under a GPU (the GPU line is then the parent, context rather than an allocated unit: NVIDIA's
+    device plugin hands out MIG devices), else the GPU itself. ``unit_kind`` says which: ``gpu``,
+    ``mig``, ``mixed`` (whole GPUs and MIG devices, e.g. two resources of the mixed strategy) or
+    None (no device).
+
+    ``visible_devices`` is the variable as the toolkit reads it (corroboration: ``mode`` list,
+    unset, void, none or all); ``memory`` has one row per GPU from the ``--query-gpu`` CSV (bytes
+    and MiB); ``corroborated`` is True when the variable lists exactly the units' UUIDs (MIG UUIDs
+    for MIG devices), or as many ``<gpu>:<mig>`` indexes as MIG units and plain indexes as whole
+    GPUs (DEVICE_ID_STRATEGY=index), False when it lists others, None when it cannot say (unset,
+    void, none, all).
     """
     text = log or ""
     if not isinstance(text, str):
@@ -57,19 +64,29 @@ def hold_evidence(log):
             "used_mib": used // MIB if isinstance(used, int) else None,
             "total_mib": total // MIB if isinstance(total, int) else None,
         })
+    units = []
+    for gpu in gpus:
+        if gpu["mig_devices"]:
+            units.extend({"uuid": mig["uuid"], "kind": "mig", "profile": mig["profile"], "gpu_uuid": gpu["uuid"], "gpu_name": gpu["name"]}
+                         for mig in gpu["mig_devices"])
+        else:
+            units.append({"uuid": gpu["uuid"], "kind": "gpu", "profile": None, "gpu_uuid": gpu["uuid"], "gpu_name": gpu["name"]})
+    unit_uuids = [unit["uuid"] for unit in units]
     corroborated = None
     if visible["mode"] == "list":
         if visible["uuids"]:
-            corroborated = sorted(visible["uuids"]) == sorted(uuids)
+            corroborated = sorted(visible["uuids"]) == sorted(unit_uuids)
         elif visible["indexes"]:
-            corroborated = len(visible["indexes"]) == len(gpus)
-    units = []
-    for gpu in gpus:
-        units.extend([mig["uuid"] for mig in gpu["mig_devices"]] or [gpu["uuid"]])
+            # Indexes inside a container are renumbered: only their number and form can be compared.
+            mig_indexes = [index for index in visible["indexes"] if ":" in index]
+            corroborated = (len(mig_indexes), len(visible["indexes"]) - len(mig_indexes)) == (
+                sum(1 for unit in units if unit["kind"] == "mig"), sum(1 for unit in units if unit["kind"] == "gpu"))
     return {
         "gpus": gpus,
         "uuids": uuids,
-        "unit_uuids": units,
+        "units": units,
+        "unit_uuids": unit_uuids,
+        "unit_kind": unit_kind(units),
         "gpu_names": [gpu["name"] for gpu in gpus],
         "visible_devices": visible,
         "corroborated": corroborated,
@@ -77,22 +94,39 @@ def hold_evidence(log):
     }
 
 
+def unit_kind(units):
+    """``gpu``, ``mig`` or ``mixed`` for a list of units (see hold_evidence); None for none."""
+    kinds = {unit["kind"] for unit in units or []}
+    if not kinds:
+        return None
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def unit_noun(kind, count=2):
+    """How to call ``count`` units of a ``unit_kind`` in a sentence: GPU(s), MIG device(s), device(s)."""
+    noun = {"gpu": "GPU", "mig": "MIG device"}.get(kind, "device")
+    return noun if count == 1 else noun + "s"
+
+
 def hold_summary(pods, units_by_pod, replicas=1):
     """What the hold pods' logs prove, against the units each one requested.
 
     ``pods``: pod_wait's pods (with ``log``); ``units_by_pod``: {name: units requested};
     ``replicas``: how many units share one GPU (time-slicing / MPS; 1 for whole GPUs).
-    ``one_gpu_per_unit`` is True when every pod saw as many devices as it has units and no device
-    is shared by more than ``replicas`` units.
+    ``one_gpu_per_unit`` is True when every pod saw as many devices (GPUs, or MIG devices) as it
+    has units and no device is shared by more than ``replicas`` units. ``units`` lists each device
+    once (see hold_evidence), ``unit_kind`` their kind.
     """
     replicas = max(1, int(replicas or 1))
-    entries, every_unit, memory, seen_memory = [], [], [], set()
+    entries, every_unit, memory, seen_memory, distinct_units = [], [], [], set(), {}
     for pod in pods or []:
         if pod.get("name") not in (units_by_pod or {}):
             continue
         evidence = hold_evidence(pod.get("log") or "")
         units = evidence["unit_uuids"]
         every_unit.extend(units)
+        for unit in evidence["units"]:
+            distinct_units.setdefault(unit["uuid"], unit)
         for row in evidence["memory"]:
             if row["uuid"] not in seen_memory:
                 seen_memory.add(row["uuid"])
@@ -105,6 +139,7 @@ def hold_summary(pods, units_by_pod, replicas=1):
             "gpus": evidence["gpus"],
             "gpu_names": evidence["gpu_names"],
             "unit_uuids": units,
+            "unit_kind": evidence["unit_kind"],
             "visible_devices": evidence["visible_devices"],
             "corroborated": evidence["corroborated"],
             "memory": evidence["memory"],
@@ -118,6 +153,8 @@ def hold_summary(pods, units_by_pod, replicas=1):
         "pods": entries,
         "unit_uuids": every_unit,
         "distinct_uuids": sorted(shares),
+        "units": list(distinct_units.values()),
+        "unit_kind": unit_kind(distinct_units.values()),
         "units_expected": expected,
         "units_seen": len(every_unit),
         "replicas": replicas,

@@ -2,46 +2,63 @@
 # Copyright (c) gpuops developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Which pod the kubelet gave which device to.
+"""Which pod the kubelet gave which device to, and which devices it can give.
 
 Sources, tried in this order by ``read_allocations``:
 
-1. ``pod-resources-grpc``: the kubelet's PodResources v1 ``List`` call on its unix socket
-   (``/var/lib/kubelet/pod-resources/kubelet.sock``, as DCGM exporter reads it), through ``grpcio``
-   when the node has it;
-2. ``pod-resources-http2``: the same call without grpcio. gRPC is HTTP/2 with a 5-byte frame per
-   message, and the kubelet serves it in clear text on the socket, so one unary call needs only a
-   small HTTP/2 client (prior knowledge, no TLS, HPACK literals, no Huffman) written below;
-3. ``checkpoint``: the device manager's checkpoint file
+1. ``pod-resources-grpc``: the kubelet's PodResources v1 API on its unix socket
+   (``<kubelet root-dir>/pod-resources/kubelet.sock``, as NVIDIA's DCGM exporter reads it), through
+   ``grpcio`` when the node has it: ``List`` for the allocations, ``GetAllocatableResources`` for the
+   devices the kubelet can hand out;
+2. ``checkpoint``: the device manager's checkpoint file
    (``/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint``), JSON the kubelet rewrites on
-   every allocation. It names pods by UID only, and may still list a pod that ended until the
-   kubelet next allocates.
+   every allocation and device change. It names pods by UID only, and may still list a pod that
+   ended until the kubelet next writes it.
 
 The API names pods by namespace and name but not UID; the checkpoint the other way round. Each
 allocation carries what its source knows and ``None`` for the rest; the reconciliation joins them.
 
-No generated protobuf code: the v1 ``ListPodResourcesResponse`` is decoded by the small wire-format
-reader below. Field numbers (k8s.io/kubelet/pkg/apis/podresources/v1/api.proto)::
+No generated protobuf code, so nothing needs protoc or the protobuf package: grpcio's generic API
+(``channel.unary_unary(path, request_serializer=...)``) carries bytes, and the few messages are
+written and read by the small wire-format codec below. Field numbers
+(k8s.io/kubelet/pkg/apis/podresources/v1/api.proto)::
 
-    ListPodResourcesResponse { repeated PodResources pod_resources = 1; }
-    PodResources             { string name = 1; string namespace = 2; repeated ContainerResources containers = 3; }
-    ContainerResources       { string name = 1; repeated ContainerDevices devices = 2; ... }
-    ContainerDevices         { string resource_name = 1; repeated string device_ids = 2; ... }
+    ListPodResourcesRequest      {}
+    ListPodResourcesResponse     { repeated PodResources pod_resources = 1; }
+    AllocatableResourcesRequest  {}
+    AllocatableResourcesResponse { repeated ContainerDevices devices = 1; repeated int64 cpu_ids = 2; ... }
+    GetPodResourcesRequest       { string pod_name = 1; string pod_namespace = 2; }
+    GetPodResourcesResponse      { PodResources pod_resources = 1; }
+    PodResources                 { string name = 1; string namespace = 2; repeated ContainerResources containers = 3; }
+    ContainerResources           { string name = 1; repeated ContainerDevices devices = 2; ... }
+    ContainerDevices             { string resource_name = 1; repeated string device_ids = 2; TopologyInfo topology = 3; }
+    TopologyInfo                 { repeated NUMANode nodes = 1; }
+    NUMANode                     { int64 ID = 1; }
+
+Fields the codec does not know (CPU IDs, memory, DRA claims) are skipped when reading, so newer
+kubelets decode too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import struct
 
 SOURCE_GRPC = "pod-resources-grpc"
-SOURCE_HTTP2 = "pod-resources-http2"
 SOURCE_CHECKPOINT = "checkpoint"
 SOURCE_NONE = "none"
 
-LIST_METHOD = "/v1.PodResourcesLister/List"
+SERVICE = "v1.PodResourcesLister"
+LIST = "List"
+ALLOCATABLE = "GetAllocatableResources"
+GET = "Get"
+
+# Why a kubelet answers UNIMPLEMENTED (or "disabled") for a method: it predates it or a feature gate is off.
+_MISSING_METHOD = {
+    LIST: "the v1 API came in Kubernetes 1.20",
+    ALLOCATABLE: "it came in Kubernetes 1.21 behind the KubeletPodResourcesGetAllocatable feature gate, on by default since 1.23",
+    GET: "it came in Kubernetes 1.27 behind the KubeletPodResourcesGet feature gate, on by default since 1.34",
+}
 
 
 class PodResourcesError(Exception):
@@ -49,11 +66,84 @@ class PodResourcesError(Exception):
 
 
 # ---------------------------------------------------------------------------------------------
-# Protobuf wire format (only what the v1 List response uses)
+# Protobuf wire format: writing
 # ---------------------------------------------------------------------------------------------
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LENGTH, _WIRE_FIXED32 = 0, 1, 2, 5
 
 
+def _varint(value):
+    if value < 0:
+        value += 1 << 64  # a negative int64 is its 64-bit two's complement, ten bytes long
+    encoded = bytearray()
+    while value > 0x7F:
+        encoded.append((value & 0x7F) | 0x80)
+        value >>= 7
+    encoded.append(value)
+    return bytes(encoded)
+
+
+def _varint_field(number, value):
+    # proto3 leaves out a scalar equal to its default (0).
+    return _varint(number << 3 | _WIRE_VARINT) + _varint(value) if value else b""
+
+
+def _bytes_field(number, payload):
+    return _varint(number << 3 | _WIRE_LENGTH) + _varint(len(payload)) + payload
+
+
+def _string_field(number, text):
+    # proto3 leaves out a string equal to its default ("").
+    return _bytes_field(number, text.encode("utf-8")) if text else b""
+
+
+def _encode_devices(devices):
+    """``{resource_name, device_ids, numa_nodes}`` -> ContainerDevices; no ``numa_nodes``, no topology."""
+    payload = _string_field(1, devices.get("resource_name"))
+    payload += b"".join(_bytes_field(2, device.encode("utf-8")) for device in devices.get("device_ids") or [])
+    numa_nodes = devices.get("numa_nodes")
+    if numa_nodes:
+        payload += _bytes_field(3, b"".join(_bytes_field(1, _varint_field(1, node)) for node in numa_nodes))
+    return payload
+
+
+def _encode_pod(pod):
+    """``{name, namespace, containers: [{name, devices: [...]}]}`` -> PodResources."""
+    payload = _string_field(1, pod.get("name")) + _string_field(2, pod.get("namespace"))
+    for container in pod.get("containers") or []:
+        container_payload = _string_field(1, container.get("name"))
+        container_payload += b"".join(_bytes_field(2, _encode_devices(devices)) for devices in container.get("devices") or [])
+        payload += _bytes_field(3, container_payload)
+    return payload
+
+
+def encode_empty_request(_request=None):
+    """ListPodResourcesRequest and AllocatableResourcesRequest have no fields: zero bytes."""
+    return b""
+
+
+def encode_get_request(request):
+    """``{pod_namespace, pod_name}`` -> GetPodResourcesRequest."""
+    return _string_field(1, request.get("pod_name")) + _string_field(2, request.get("pod_namespace"))
+
+
+def encode_list_response(pods):
+    """Pods (see ``_encode_pod``) -> ListPodResourcesResponse: what a kubelet answers ``List`` with."""
+    return b"".join(_bytes_field(1, _encode_pod(pod)) for pod in pods)
+
+
+def encode_get_response(pod):
+    """One pod -> GetPodResourcesResponse."""
+    return _bytes_field(1, _encode_pod(pod))
+
+
+def encode_allocatable_response(devices):
+    """ContainerDevices entries -> AllocatableResourcesResponse (devices only, no CPUs or memory)."""
+    return b"".join(_bytes_field(1, _encode_devices(entry)) for entry in devices)
+
+
+# ---------------------------------------------------------------------------------------------
+# Protobuf wire format: reading
+# ---------------------------------------------------------------------------------------------
 def _read_varint(data, offset):
     result = shift = 0
     while True:
@@ -84,51 +174,91 @@ def _fields(data):
             value, offset = bytes(data[offset:offset + length]), offset + length
         elif wire_type in (_WIRE_FIXED64, _WIRE_FIXED32):
             size = 8 if wire_type == _WIRE_FIXED64 else 4
+            if offset + size > len(data):
+                raise PodResourcesError("truncated protobuf field %d" % number)
             value, offset = int.from_bytes(data[offset:offset + size], "little"), offset + size
         else:
             raise PodResourcesError("unsupported protobuf wire type %d" % wire_type)
         yield number, value
 
 
-def decode_list_response(data):
-    """Decode a v1 ``ListPodResourcesResponse`` into allocations (see ``_allocation``).
+def _text(value):
+    if not isinstance(value, bytes):
+        raise PodResourcesError("a protobuf string field has wire type varint")
+    return value.decode("utf-8")
 
-    One allocation per (container, resource); containers without devices give none. Fields this
-    decoder does not know (CPU IDs, memory, DRA claims, topology) are skipped, so newer kubelets
-    decode too.
-    """
+
+def _decode_devices(data):
+    """ContainerDevices -> ``{resource_name, device_ids, numa_nodes}``."""
+    devices = {"resource_name": None, "device_ids": [], "numa_nodes": []}
+    for number, value in _fields(data):
+        if number == 1:
+            devices["resource_name"] = _text(value)
+        elif number == 2:
+            devices["device_ids"].append(_text(value))
+        elif number == 3 and isinstance(value, bytes):
+            for topology_field, node in _fields(value):
+                if topology_field == 1 and isinstance(node, bytes):
+                    node_id = dict(_fields(node)).get(1, 0)
+                    if not isinstance(node_id, int):
+                        raise PodResourcesError("a NUMA node ID is not a varint")
+                    # int64: a value past 2**63 is negative (never a real NUMA node, but decode it right).
+                    devices["numa_nodes"].append(node_id - (1 << 64) if node_id >= 1 << 63 else node_id)
+    return devices
+
+
+def _decode_pod(data):
+    """PodResources -> one allocation per (container, resource); containers without devices give none."""
+    name = namespace = None
+    containers = []
+    for number, value in _fields(data):
+        if number == 1:
+            name = _text(value)
+        elif number == 2:
+            namespace = _text(value)
+        elif number == 3 and isinstance(value, bytes):
+            containers.append(value)
     allocations = []
-    for number, pod_bytes in _fields(data):
-        if number != 1:
-            continue
-        pod = {"name": None, "namespace": None, "containers": []}
-        for pod_field, value in _fields(pod_bytes):
-            if pod_field == 1:
-                pod["name"] = value.decode("utf-8")
-            elif pod_field == 2:
-                pod["namespace"] = value.decode("utf-8")
-            elif pod_field == 3:
-                pod["containers"].append(value)
-        for container_bytes in pod["containers"]:
-            container_name, devices = None, []
-            for container_field, value in _fields(container_bytes):
-                if container_field == 1:
-                    container_name = value.decode("utf-8")
-                elif container_field == 2:
-                    devices.append(_decode_container_devices(value))
-            for resource_name, device_ids in devices:
-                allocations.append(_allocation(None, pod["namespace"], pod["name"], container_name, resource_name, device_ids))
+    for container_bytes in containers:
+        container_name, devices = None, []
+        for number, value in _fields(container_bytes):
+            if number == 1:
+                container_name = _text(value)
+            elif number == 2 and isinstance(value, bytes):
+                devices.append(_decode_devices(value))
+        for entry in devices:
+            allocations.append(_allocation(None, namespace, name, container_name, entry["resource_name"], entry["device_ids"]))
     return allocations
 
 
-def _decode_container_devices(data):
-    resource_name, device_ids = None, []
+def decode_list_response(data):
+    """ListPodResourcesResponse -> allocations (see ``_allocation``)."""
+    return [allocation for number, pod in _fields(data) if number == 1 for allocation in _decode_pod(pod)]
+
+
+def decode_get_response(data):
+    """GetPodResourcesResponse -> the pod's allocations."""
+    return decode_list_response(data)  # the same field number and message as List's
+
+
+def decode_get_request(data):
+    """GetPodResourcesRequest -> ``{pod_name, pod_namespace}`` (what a server reads)."""
+    fields = dict(_fields(data))
+    return {"pod_name": _text(fields.get(1, b"")), "pod_namespace": _text(fields.get(2, b""))}
+
+
+def decode_allocatable_response(data):
+    """AllocatableResourcesResponse -> ``{resource_name: [device IDs]}``.
+
+    The kubelet sends one ContainerDevices per device (each with its own NUMA node); they are
+    joined per resource, in the kubelet's order.
+    """
+    allocatable = {}
     for number, value in _fields(data):
-        if number == 1:
-            resource_name = value.decode("utf-8")
-        elif number == 2:
-            device_ids.append(value.decode("utf-8"))
-    return resource_name, device_ids
+        if number == 1 and isinstance(value, bytes):
+            entry = _decode_devices(value)
+            allocatable.setdefault(entry["resource_name"], []).extend(entry["device_ids"])
+    return allocatable
 
 
 def _allocation(pod_uid, namespace, pod_name, container_name, resource_name, device_ids):
@@ -142,39 +272,104 @@ def _allocation(pod_uid, namespace, pod_name, container_name, resource_name, dev
     }
 
 
-def grpc_message(data):
-    """The protobuf message inside a gRPC length-prefixed frame (1 byte flag, 4 bytes length)."""
-    if len(data) < 5:
-        raise PodResourcesError("the kubelet answered without a gRPC message")
-    compressed, length = struct.unpack(">BI", data[:5])
-    if compressed:
-        raise PodResourcesError("the kubelet compressed its answer, which was not asked for")
-    if len(data) < 5 + length:
-        raise PodResourcesError("truncated gRPC message: %d of %d bytes" % (len(data) - 5, length))
-    return data[5:5 + length]
+# ---------------------------------------------------------------------------------------------
+# The API through grpcio
+# ---------------------------------------------------------------------------------------------
+class PodResourcesClient:
+    """The kubelet's PodResources v1 API on ``socket_path``, through ``grpc`` (the imported grpcio).
+
+    Use as a context manager (one channel for the calls inside). Every failure is a
+    PodResourcesError whose message names the socket and, where there is one, the fix.
+    """
+
+    def __init__(self, grpc, socket_path, timeout=5):
+        self._grpc = grpc
+        self.socket_path = socket_path
+        self.timeout = timeout
+        self._channel = None
+
+    def __enter__(self):
+        # grpcio would only say "failed to connect to all addresses" for a missing socket.
+        if not os.path.exists(self.socket_path):
+            raise PodResourcesError(
+                "no kubelet PodResources socket at %s: is the kubelet running, with this root-dir? (pod_resources_socket)" % self.socket_path
+            )
+        self._channel = self._grpc.insecure_channel("unix:" + self.socket_path)
+        return self
+
+    def __exit__(self, *exc_info):
+        self._channel.close()
+        self._channel = None
+
+    def list(self):
+        """Every pod's device allocations (``List``)."""
+        return self._call(LIST, encode_empty_request, None, decode_list_response)
+
+    def allocatable(self):
+        """``{resource_name: [device IDs]}`` the kubelet can allocate (``GetAllocatableResources``)."""
+        return self._call(ALLOCATABLE, encode_empty_request, None, decode_allocatable_response)
+
+    def get(self, namespace, name):
+        """One pod's device allocations (``Get``)."""
+        return self._call(GET, encode_get_request, {"pod_namespace": namespace, "pod_name": name}, decode_get_response)
+
+    def _call(self, method, encode, request, decode):
+        # No response_deserializer: the bytes are decoded after the call, so a malformed answer is
+        # reported as such rather than as grpcio's "Exception deserializing response!".
+        call = self._channel.unary_unary("/%s/%s" % (SERVICE, method), request_serializer=encode)
+        try:
+            answer = call(request, timeout=self.timeout)
+        except self._grpc.RpcError as exc:
+            raise self._error(method, exc)
+        try:
+            return decode(answer)
+        except PodResourcesError as exc:
+            raise PodResourcesError("cannot decode the kubelet's answer to %s on %s: %s" % (method, self.socket_path, exc))
+
+    def _error(self, method, exc):
+        status = self._grpc.StatusCode
+        code = exc.code() if callable(getattr(exc, "code", None)) else None
+        details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+        where = "the kubelet's PodResources socket %s" % self.socket_path
+        code_name = getattr(code, "name", code)
+        # A kubelet whose feature gate for the method is off answers UNKNOWN "PodResources API Get
+        # method disabled" (pkg/kubelet/apis/podresources/server_v1.go).
+        if code == status.UNIMPLEMENTED or (details or "").startswith("PodResources API") and (details or "").endswith("disabled"):
+            return PodResourcesError(
+                "%s does not serve %s (%s: %s): %s" % (where, method, code_name, details, _MISSING_METHOD[method])
+            )
+        if "permission denied" in (details or "").lower():
+            return PodResourcesError("permission denied on %s: run as root (become: true)" % where)
+        if code == status.DEADLINE_EXCEEDED:
+            return PodResourcesError("no answer to %s on %s within %s s (pod_resources_timeout)" % (method, where, self.timeout))
+        if code == status.UNAVAILABLE:
+            return PodResourcesError("cannot connect to %s (%s): is the kubelet running?" % (where, details))
+        return PodResourcesError("%s on %s failed: %s %s" % (method, where, code_name, details))
 
 
 # ---------------------------------------------------------------------------------------------
 # Checkpoint file
 # ---------------------------------------------------------------------------------------------
 def parse_checkpoint(text):
-    """Allocations from the device manager's checkpoint JSON.
+    """``(allocations, registered)`` from the device manager's checkpoint JSON.
 
-    ``DeviceIDs`` is ``{"<numa node>": [ids]}`` since Kubernetes 1.20 and a plain list before.
+    ``DeviceIDs`` is ``{"<numa node>": [ids]}`` since Kubernetes 1.20 and a plain list before;
+    ``registered`` is ``RegisteredDevices``, the healthy devices per resource when it was written.
     """
     try:
         document = json.loads(text)
     except ValueError as exc:
         raise PodResourcesError("the checkpoint is not JSON: %s" % exc)
-    entries = ((document or {}).get("Data") or {}).get("PodDeviceEntries") or []
+    data = (document or {}).get("Data") or {}
     allocations = []
-    for entry in entries:
+    for entry in data.get("PodDeviceEntries") or []:
         device_ids = entry.get("DeviceIDs") or []
         if isinstance(device_ids, dict):
             # Keep a stable order: NUMA nodes by number, then the plugin's order within each.
             device_ids = [device for numa in sorted(device_ids, key=_numa_key) for device in device_ids[numa] or []]
         allocations.append(_allocation(entry.get("PodUID"), None, None, entry.get("ContainerName"), entry.get("ResourceName"), device_ids))
-    return allocations
+    registered = {resource: list(devices or []) for resource, devices in (data.get("RegisteredDevices") or {}).items()}
+    return allocations, registered
 
 
 def _numa_key(numa):
@@ -185,181 +380,39 @@ def _numa_key(numa):
 
 
 # ---------------------------------------------------------------------------------------------
-# The List call
+# The sources in order
 # ---------------------------------------------------------------------------------------------
-def list_with_grpc(grpc, socket_path, timeout):
-    """Call List through grpcio (``grpc`` is the imported module) and return the raw response bytes."""
-    channel = grpc.insecure_channel("unix://" + socket_path)
-    try:
-        # No serializers: grpcio then sends and returns bytes, so no generated stubs are needed.
-        call = channel.unary_unary(LIST_METHOD)
-        return call(b"", timeout=timeout)
-    except grpc.RpcError as exc:
-        code = exc.code() if hasattr(exc, "code") else None
-        details = exc.details() if hasattr(exc, "details") else str(exc)
-        raise PodResourcesError("PodResources List through grpcio failed: %s %s" % (code, details))
-    finally:
-        channel.close()
-
-
-# HTTP/2 frame types and flags (RFC 9113 section 6).
-_DATA, _HEADERS, _RST_STREAM, _SETTINGS, _PING, _GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x6, 0x7
-_END_STREAM, _ACK, _PADDED = 0x1, 0x1, 0x8
-_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-_MAX_WINDOW = 2 ** 31 - 1
-_STREAM = 1
-
-
-def _frame(frame_type, flags, stream, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + struct.pack(">BBI", frame_type, flags, stream) + payload
-
-
-def _hpack_integer(value, prefix_bits, first_byte_flags):
-    limit = (1 << prefix_bits) - 1
-    if value < limit:
-        return bytes([first_byte_flags | value])
-    encoded = [first_byte_flags | limit]
-    value -= limit
-    while value >= 128:
-        encoded.append((value & 0x7F) | 0x80)
-        value >>= 7
-    encoded.append(value)
-    return bytes(encoded)
-
-
-def _hpack_string(text):
-    raw = text.encode("ascii")
-    return _hpack_integer(len(raw), 7, 0) + raw  # H bit 0: no Huffman coding
-
-
-def _hpack_header(name_index, name, value):
-    """A "literal header field without indexing" (RFC 7541 6.2.2), by static-table name or literal name."""
-    if name_index:
-        return _hpack_integer(name_index, 4, 0) + _hpack_string(value)
-    return b"\x00" + _hpack_string(name) + _hpack_string(value)
-
-
-def request_frames(path=LIST_METHOD, authority="localhost"):
-    """Everything the client sends: preface, settings, window, one request on stream 1."""
-    settings = struct.pack(">HI", 0x2, 0) + struct.pack(">HI", 0x4, _MAX_WINDOW)  # no push; large stream window
-    headers = (
-        b"\x83"  # :method POST (static table 3)
-        + b"\x86"  # :scheme http (static table 6)
-        + _hpack_header(4, None, path)  # :path
-        + _hpack_header(1, None, authority)  # :authority
-        + _hpack_header(31, None, "application/grpc")  # content-type
-        + _hpack_header(0, "te", "trailers")
-    )
-    return (
-        _PREFACE
-        + _frame(_SETTINGS, 0, 0, settings)
-        + _frame(0x8, 0, 0, struct.pack(">I", _MAX_WINDOW - 65535))  # connection window to the maximum
-        + _frame(_HEADERS, 0x4, _STREAM, headers)  # END_HEADERS
-        + _frame(_DATA, _END_STREAM, _STREAM, b"\x00\x00\x00\x00\x00")  # the empty ListPodResourcesRequest
-    )
-
-
-def list_with_http2(socket_path, timeout):
-    """Call List with the built-in HTTP/2 client and return the raw response bytes (the gRPC frame removed)."""
-    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.settimeout(timeout)
-    try:
-        connection.connect(socket_path)
-        connection.sendall(request_frames())
-        return grpc_message(_read_response(connection))
-    except socket.timeout:
-        raise PodResourcesError("the kubelet did not answer on %s within %ss" % (socket_path, timeout))
-    except OSError as exc:  # refused, permission denied, broken pipe
-        raise PodResourcesError("cannot talk to the kubelet on %s: %s" % (socket_path, exc))
-    finally:
-        connection.close()
-
-
-def _read_response(connection):
-    """Collect stream 1's DATA until the stream ends, answering the server's SETTINGS and PING."""
-    reader = _FrameReader(connection)
-    body = b""
-    while True:
-        frame_type, flags, stream, payload = reader.next_frame()
-        if frame_type == _SETTINGS and not flags & _ACK:
-            connection.sendall(_frame(_SETTINGS, _ACK, 0))
-        elif frame_type == _PING and not flags & _ACK:
-            connection.sendall(_frame(_PING, _ACK, 0, payload))
-        elif frame_type == _GOAWAY:
-            error_code = struct.unpack(">I", payload[4:8])[0] if len(payload) >= 8 else None
-            raise PodResourcesError("the kubelet closed the connection (HTTP/2 GOAWAY %s: %s)" % (error_code, payload[8:].decode("utf-8", "replace")))
-        elif stream == _STREAM and frame_type == _RST_STREAM:
-            raise PodResourcesError("the kubelet reset the call (HTTP/2 error %s)" % struct.unpack(">I", payload[:4])[0])
-        elif stream == _STREAM and frame_type == _DATA:
-            body += _unpad(flags, payload)
-        if stream == _STREAM and frame_type in (_DATA, _HEADERS) and flags & _END_STREAM:
-            if not body:
-                # A trailers-only answer is a gRPC error; its status is HPACK-coded, which this small
-                # client does not decode.
-                raise PodResourcesError("the kubelet answered List with a gRPC error and no data (is PodResources v1 served?)")
-            return body
-
-
-def _unpad(flags, payload):
-    if flags & _PADDED and payload:
-        return payload[1:len(payload) - payload[0]]
-    return payload
-
-
-class _FrameReader:
-    def __init__(self, connection):
-        self._connection = connection
-        self._buffer = b""
-
-    def _read(self, size):
-        while len(self._buffer) < size:
-            chunk = self._connection.recv(65536)
-            if not chunk:
-                raise PodResourcesError("the kubelet closed the connection before answering")
-            self._buffer += chunk
-        data, self._buffer = self._buffer[:size], self._buffer[size:]
-        return data
-
-    def next_frame(self):
-        header = self._read(9)
-        length = struct.unpack(">I", b"\x00" + header[:3])[0]
-        frame_type, flags, stream = struct.unpack(">BBI", header[3:])
-        return frame_type, flags, stream & 0x7FFFFFFF, self._read(length)
-
-
-def read_allocations(socket_path, checkpoint_path, timeout=5, grpc=None, exists=None, read_text=None):
+def read_allocations(socket_path, checkpoint_path, timeout=5, grpc=None):
     """Device allocations of the node's pods, from the first source that answers.
 
-    ``grpc`` is the imported grpcio module or None; ``exists`` / ``read_text`` default to the
-    filesystem (tests pass fakes). Returns ``{source, allocations, errors}``: ``source`` is one of
-    the SOURCE_* names (``none`` when nothing answered; that is not fatal to the caller) and
-    ``errors`` what each source that was tried and failed said, in order.
+    ``grpc`` is the imported grpcio module, or None when it is not installed. Returns
+    ``{source, allocations, allocatable, errors}``: ``source`` is one of the SOURCE_* names
+    (``none`` when nothing answered; that is not fatal to the caller); ``allocatable`` is
+    ``{resource: [device IDs]}`` (the checkpoint's registered devices), or None when not read;
+    ``errors`` says, in order, what each source that was tried could not answer.
     """
-    exists = exists or os.path.exists
-    read_text = read_text or _read_file
     errors = []
-    if not exists(socket_path):
-        errors.append("no kubelet PodResources socket at %s" % socket_path)
-    else:
-        attempts = []
-        if grpc is not None:
-            attempts.append((SOURCE_GRPC, lambda: list_with_grpc(grpc, socket_path, timeout)))
-        attempts.append((SOURCE_HTTP2, lambda: list_with_http2(socket_path, timeout)))
-        for source, call in attempts:
-            try:
-                return {"source": source, "allocations": decode_list_response(call()), "errors": errors}
-            except PodResourcesError as exc:
-                errors.append("%s: %s" % (source, exc))
-    if not exists(checkpoint_path):
-        errors.append("no device-plugin checkpoint at %s" % checkpoint_path)
+    if grpc is None:
+        errors.append("%s: grpcio is not installed, so the kubelet's PodResources API on %s was not asked" % (SOURCE_GRPC, socket_path))
     else:
         try:
-            return {"source": SOURCE_CHECKPOINT, "allocations": parse_checkpoint(read_text(checkpoint_path)), "errors": errors}
+            with PodResourcesClient(grpc, socket_path, timeout) as client:
+                allocations = client.list()
+                try:
+                    allocatable = client.allocatable()
+                except PodResourcesError as exc:
+                    allocatable = None  # the allocations still stand
+                    errors.append("%s: %s" % (SOURCE_GRPC, exc))
+            return {"source": SOURCE_GRPC, "allocations": allocations, "allocatable": allocatable, "errors": errors}
+        except PodResourcesError as exc:
+            errors.append("%s: %s" % (SOURCE_GRPC, exc))
+    if not os.path.exists(checkpoint_path):
+        errors.append("%s: no device-plugin checkpoint at %s" % (SOURCE_CHECKPOINT, checkpoint_path))
+    else:
+        try:
+            with open(checkpoint_path, encoding="utf-8") as handle:
+                allocations, registered = parse_checkpoint(handle.read())
+            return {"source": SOURCE_CHECKPOINT, "allocations": allocations, "allocatable": registered, "errors": errors}
         except (PodResourcesError, OSError) as exc:
             errors.append("%s: %s" % (SOURCE_CHECKPOINT, exc))
-    return {"source": SOURCE_NONE, "allocations": [], "errors": errors}
-
-
-def _read_file(path):
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+    return {"source": SOURCE_NONE, "allocations": [], "allocatable": None, "errors": errors}

@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import hold_evidence, hold_summary
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import hold_evidence, hold_summary, unit_noun
 from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import (
     as_int,
     joined,
@@ -54,12 +54,14 @@ def judge_hold(hold, hold_names, plan, node, resource):
     met = bool(hold.get("met", False))
     policies = [pod.get("preemption_policy") for pod in pods]
     modes = summary["visible_devices_modes"]
+    # With MIG the units are MIG devices: the variable names them, not their parent GPUs.
+    devices = unit_noun(summary["unit_kind"])
     if summary["corroborated"] and "list" in modes:
-        corroboration = ": it names the GPUs nvidia-smi shows"
+        corroboration = ": it names the {0} nvidia-smi shows".format(devices)
     elif summary["corroborated"]:
         corroboration = " (legitimate with CDI; nvidia-smi -L is the evidence)"
     else:
-        corroboration = ": it names other GPUs than nvidia-smi shows"
+        corroboration = ": it names other {0} than nvidia-smi shows".format(devices)
     checks = [
         {"id": "hold_running", "phase": "hold", "passed": met,
          "detail": "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
@@ -70,12 +72,19 @@ def judge_hold(hold, hold_names, plan, node, resource):
         {"id": "hold_one_gpu_per_unit", "phase": "hold", "passed": summary["one_gpu_per_unit"],
          "detail": "nvidia-smi -L in the hold pods shows {0} device(s) for {1} unit(s), {2} distinct ({3}){4}".format(
              summary["units_seen"], summary["units_expected"], len(summary["distinct_uuids"]),
-             joined(summary["distinct_uuids"], "none"),
+             joined([describe_unit(unit) for unit in sorted(summary["units"], key=lambda unit: unit["uuid"])], "none"),
              ", up to {0} units per GPU (time-slicing)".format(summary["replicas"]) if summary["replicas"] > 1 else "")},
         {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"],
          "detail": "NVIDIA_VISIBLE_DEVICES is {0} in the hold pods{1}".format(joined(modes, "unknown"), corroboration)},
     ]
     return summary, checks
+
+
+def describe_unit(unit):
+    """A unit as a check's detail names it: the GPU's UUID, or the MIG device's with its profile and parent."""
+    if unit["kind"] == "mig":
+        return "{0} ({1} on {2})".format(unit["uuid"], unit["profile"], unit["gpu_uuid"])
+    return unit["uuid"]
 
 
 def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
@@ -139,7 +148,8 @@ def judge_release(release, hold_names, held_uuids, node, queue_name):
              " after {0} s".format(release.get("elapsed")) if met else ": {0}".format(reason(release)))},
         {"id": "queue_got_held_gpu", "phase": "release",
          "passed": bool(seen) and not [uuid for uuid in seen if uuid not in held_uuids],
-         "detail": "the queue pod saw {0}; the hold had {1}".format(joined(seen, "no GPU"), joined(unique(held_uuids), "none"))},
+         "detail": "the queue pod saw {0}; the hold had {1}".format(
+             joined([describe_unit(unit) for unit in evidence["units"]], "no GPU"), joined(unique(held_uuids), "none"))},
     ]
     return evidence, checks
 

@@ -22,9 +22,10 @@ description:
     plus the pod's namespace and name from the container runtime's state when readable; C(host) when
     the process is in no pod. A process whose identity cannot be read is reported as C(unreadable),
     never guessed.
-  - Reads which pod holds which device from the kubelet's PodResources API (through C(grpcio) when
-    installed, else a built-in HTTP/2 client), falling back to the device manager's checkpoint file,
-    and says which source answered. No source is not an error.
+  - Reads which pod holds which device, and which devices the kubelet can allocate, from the kubelet's
+    PodResources v1 API (C(List) and C(GetAllocatableResources) on its unix socket) through C(grpcio)
+    when the node has it, else from the device manager's checkpoint file, and says which source
+    answered and why the others did not. No source is not an error.
   - Changes nothing. Compare the result with the scheduler's ledger with the
     P(gpuops.scheduling.gpu_reconcile#filter) filter.
 author:
@@ -32,6 +33,7 @@ author:
 requirements:
   - An NVIDIA driver on the node.
   - C(nvidia-ml-py) (C(pynvml)) for O(source=nvml); otherwise C(nvidia-smi).
+  - C(grpcio) (optional) to read the kubelet's PodResources API; without it the checkpoint file is read.
   - Root (C(become)) to read the kubelet's socket and checkpoint and other users' containers.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -61,17 +63,18 @@ options:
     default: nvidia-smi
   pod_resources_socket:
     description:
-      - The kubelet's PodResources unix socket.
+      - The kubelet's PodResources unix socket, C(<kubelet root-dir>/pod-resources/kubelet.sock); set it for a
+        kubelet started with another C(--root-dir).
     type: path
     default: /var/lib/kubelet/pod-resources/kubelet.sock
   checkpoint_path:
     description:
-      - The kubelet device manager's checkpoint file, read when the socket does not answer.
+      - The kubelet device manager's checkpoint file, read when C(grpcio) is missing or the socket does not answer.
     type: path
     default: /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
   pod_resources_timeout:
     description:
-      - Seconds to wait for the kubelet's answer on the socket.
+      - Seconds to wait for each of the kubelet's answers on the socket.
     type: int
     default: 5
   proc_root:
@@ -278,16 +281,16 @@ ansible_facts:
                 pod_name: vllm-0
                 container_name: vllm
         allocations:
-          description: Which pod the kubelet gave which devices to.
+          description: Which pod the kubelet gave which devices to, and which devices it can allocate.
           returned: always
           type: dict
           contains:
             source:
-              description: What answered.
+              description: What answered; V(pod-resources-grpc) is the kubelet's PodResources API through C(grpcio).
               returned: always
               type: str
-              choices: [pod-resources-grpc, pod-resources-http2, checkpoint, none]
-              sample: pod-resources-http2
+              choices: [pod-resources-grpc, checkpoint, none]
+              sample: pod-resources-grpc
             allocations:
               description:
                 - One entry per container and resource, with C(pod_uid) (checkpoint only), C(namespace) and
@@ -303,12 +306,21 @@ ansible_facts:
                   container_name: hold
                   resource_name: nvidia.com/gpu
                   device_ids: [GPU-6488a48c-7479-40ca-ba29-49824ecf04fa]
+            allocatable:
+              description:
+                - The devices the kubelet can allocate, per resource (C(GetAllocatableResources); from the checkpoint,
+                  the healthy devices registered when the kubelet last wrote it); null when not read.
+              returned: always
+              type: dict
+              sample:
+                nvidia.com/gpu: [GPU-6488a48c-7479-40ca-ba29-49824ecf04fa]
             errors:
-              description: What each source that was tried and failed said, in order.
+              description: What each source that was tried could not answer, in order, each prefixed with the source's name.
               returned: always
               type: list
               elements: str
-              sample: ["no kubelet PodResources socket at /var/lib/kubelet/pod-resources/kubelet.sock"]
+              sample: ["pod-resources-grpc: grpcio is not installed, so the kubelet's PodResources API on
+                       /var/lib/kubelet/pod-resources/kubelet.sock was not asked"]
 """
 
 import traceback
@@ -328,7 +340,7 @@ else:
 try:
     import grpc
 except ImportError:
-    grpc = None  # the built-in HTTP/2 client does the same call
+    grpc = None  # optional: the kubelet's checkpoint file answers instead
 
 
 def read_gpus(module):
@@ -385,6 +397,8 @@ def main():
     for process in inventory["processes"]:
         seen = _cgroup.read_process(process["pid"], process["name"], module.params["proc_root"], module.params["host_root"])
         processes.append(dict(process, name=process["name"] or seen["comm"], cmdline=seen["cmdline"], kubernetes=seen["kubernetes"]))
+    # Last: once grpcio has started its threads, a child forked by run_command (nvidia-smi) can abort
+    # in grpcio's fork handlers.
     allocations = _pod_resources.read_allocations(
         module.params["pod_resources_socket"], module.params["checkpoint_path"], module.params["pod_resources_timeout"], grpc=grpc
     )

@@ -178,6 +178,21 @@ def test_visible_devices_unset_with_cdi(sim, topology, tmp_path):
     assert "legitimate with CDI" in run.check("hold_env_corroborates")["detail"]
 
 
+def test_mig_resource_hands_over_mig_devices(sim, topology, tmp_path):
+    """The mixed strategy's nvidia.com/mig-1g.10gb: the units are MIG devices, the variable names their MIG UUIDs."""
+    topology("mig-mixed")
+    run = run_demo(sim, tmp_path, {"gpu_demo_resource": "nvidia.com/mig-1g.10gb"})
+    assert_clean_pass(run)
+    hold = run.result["hold"]
+    assert hold["unit_kind"] == "mig" and hold["units_seen"] == 7 and len(hold["distinct_uuids"]) == 7
+    assert all(device.startswith("MIG-") for device in hold["distinct_uuids"])
+    assert len({unit["gpu_uuid"] for unit in hold["units"]}) == 1  # seven slices of one H100
+    assert "it names the MIG devices nvidia-smi shows" in run.check("hold_env_corroborates")["detail"]
+    seen = run.result["queue"]["evidence"]["unit_uuids"]
+    assert len(seen) == 1 and seen[0] in hold["distinct_uuids"]
+    assert run.markdown.read_text().startswith("# Walking nvidia.com/mig-1g.10gb through the scheduler on prod102")
+
+
 def test_busy_node_is_refused_and_nothing_is_created(sim, topology, tmp_path):
     before = topology("busy")
     run = run_demo(sim, tmp_path)

@@ -4,6 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The gpu_demo report helpers: evidence from demo pod logs, the free-unit timeline, pod lanes."""
 
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import (
@@ -13,6 +15,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import
     hold_summary,
     merge_transitions,
     pod_lanes,
+    unit_noun,
 )
 
 UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
@@ -55,6 +58,94 @@ def test_mig_units():
     summary = hold_summary([{"name": "h", "log": log}], {"h": 1})
     assert summary["unit_uuids"] == ["MIG-111"]
     assert summary["one_gpu_per_unit"] is True
+
+
+# --- MIG: the units are the MIG devices, the GPU line is their parent ------------------------------------------
+MIG_LOG = (Path(__file__).resolve().parents[2] / "fixtures" / "synthetic" / "hold-pod-log-mig.txt").read_text()
+H100 = "GPU-e284f2f0-b7db-deb5-4d10-143420128721"
+MIG_0 = "MIG-5068167e-8438-5874-bcde-57279823597e"
+MIG_1 = "MIG-678fc2a6-04b2-5b9d-9757-d70ae2c5d8bc"
+MIG_2 = "MIG-4874c758-673a-541a-847f-37122c4de0d8"
+
+
+def _with_env(log, value):
+    """The MIG log with another NVIDIA_VISIBLE_DEVICES line (None: no line, the variable unset)."""
+    lines = [line for line in log.splitlines() if not line.startswith("NVIDIA_VISIBLE_DEVICES=")]
+    if value is not None:
+        lines.append("NVIDIA_VISIBLE_DEVICES=" + value)
+    return "\n".join(lines) + "\n"
+
+
+def test_mig_hold_pod_evidence():
+    evidence = hold_evidence(MIG_LOG)
+    assert evidence["unit_uuids"] == [MIG_0, MIG_1] and evidence["unit_kind"] == "mig"
+    assert evidence["units"] == [
+        {"uuid": MIG_0, "kind": "mig", "profile": "1g.10gb", "gpu_uuid": H100, "gpu_name": "NVIDIA H100 80GB HBM3"},
+        {"uuid": MIG_1, "kind": "mig", "profile": "1g.10gb", "gpu_uuid": H100, "gpu_name": "NVIDIA H100 80GB HBM3"},
+    ]
+    assert evidence["uuids"] == [H100, MIG_0, MIG_1]  # everything nvidia-smi -L printed
+    assert evidence["visible_devices"]["uuids"] == [MIG_0, MIG_1]
+    assert evidence["corroborated"] is True  # MIG UUIDs against MIG UUIDs, the parent is not a unit
+    assert [row["uuid"] for row in evidence["memory"]] == [H100]
+
+
+@pytest.mark.parametrize("value,mode,corroborated", [
+    (MIG_1 + "," + MIG_0, "list", True),  # order does not matter
+    (MIG_0, "list", False),  # one of the two
+    (MIG_0 + "," + MIG_2, "list", False),  # another MIG device of the same GPU
+    (H100, "list", False),  # the parent GPU is not what the device plugin handed out
+    (H100 + "," + MIG_0 + "," + MIG_1, "list", False),
+    ("0:0,0:1", "list", True),  # DEVICE_ID_STRATEGY=index: <gpu>:<mig> per MIG device
+    ("0:0", "list", False),
+    ("0,1", "list", False),  # whole-GPU indexes for MIG devices
+    ("void", "void", None),
+    (None, "unset", None),  # CDI
+    ("all", "all", None),
+])
+def test_mig_visible_devices_forms(value, mode, corroborated):
+    evidence = hold_evidence(_with_env(MIG_LOG, value))
+    assert evidence["visible_devices"]["mode"] == mode
+    assert evidence["corroborated"] is corroborated
+    assert evidence["unit_uuids"] == [MIG_0, MIG_1]
+
+
+def test_whole_gpu_and_mig_device_in_one_pod():
+    # The mixed strategy: one nvidia.com/gpu (a GPU without MIG) and one nvidia.com/mig-1g.10gb.
+    log = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: {0})\n"
+           "  MIG 1g.10gb     Device  0: (UUID: {1})\n"
+           "GPU 1: NVIDIA H100 80GB HBM3 (UUID: {2})\n"
+           "NVIDIA_VISIBLE_DEVICES={2},{1}\n").format(H100, MIG_0, UUID)
+    evidence = hold_evidence(log)
+    assert evidence["unit_uuids"] == [MIG_0, UUID] and evidence["unit_kind"] == "mixed"
+    assert evidence["corroborated"] is True
+    assert hold_evidence(_with_env(log, "0:0,1"))["corroborated"] is True
+    assert hold_evidence(_with_env(log, "0,1"))["corroborated"] is False
+
+
+def test_mig_hold_summary_one_device_per_unit():
+    one = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: {0})\n  MIG 1g.10gb     Device  0: (UUID: {1})\nNVIDIA_VISIBLE_DEVICES={1}\n"
+    pods = [{"name": "hold-0", "log": one.format(H100, MIG_0)}, {"name": "hold-1", "log": one.format(H100, MIG_1)}]
+    summary = hold_summary(pods, {"hold-0": 1, "hold-1": 1})
+    assert summary["one_gpu_per_unit"] is True and summary["corroborated"] is True
+    assert summary["unit_uuids"] == [MIG_0, MIG_1] and summary["distinct_uuids"] == [MIG_0, MIG_1]
+    assert summary["unit_kind"] == "mig" and [unit["gpu_uuid"] for unit in summary["units"]] == [H100, H100]
+    # Two pods on one MIG device is not one device per unit, though both sit on the same GPU anyway.
+    shared = hold_summary([pods[0], dict(pods[1], log=one.format(H100, MIG_0))], {"hold-0": 1, "hold-1": 1})
+    assert shared["one_gpu_per_unit"] is False and shared["distinct_uuids"] == [MIG_0]
+
+
+def test_one_pod_with_every_mig_unit():
+    summary = hold_summary([{"name": "hold", "log": MIG_LOG}], {"hold": 2})
+    assert summary["one_gpu_per_unit"] is True and summary["units_seen"] == 2 and summary["corroborated"] is True
+    assert hold_summary([{"name": "hold", "log": MIG_LOG}], {"hold": 3})["one_gpu_per_unit"] is False
+
+
+@pytest.mark.parametrize("kind,count,noun", [
+    ("gpu", 1, "GPU"), ("gpu", 2, "GPUs"), ("mig", 1, "MIG device"), ("mig", 0, "MIG devices"),
+    ("mixed", 2, "devices"), (None, 2, "devices"),
+])
+def test_unit_noun(kind, count, noun):
+    assert unit_noun(kind, count) == noun
 
 
 def _pod(name, uuid):

@@ -63,7 +63,7 @@ def checkpoint_allocation(uid, *device_ids, resource="nvidia.com/gpu"):
     return {"pod_uid": uid, "namespace": None, "pod_name": None, "container_name": "main", "resource_name": resource, "device_ids": list(device_ids)}
 
 
-def facts(gpus, processes, allocations=(), source="pod-resources-http2", errors=()):
+def facts(gpus, processes, allocations=(), source="pod-resources-grpc", errors=()):
     return {"gpus": gpus, "processes": processes, "allocations": {"source": source, "allocations": list(allocations), "errors": list(errors)}}
 
 

@@ -157,3 +157,55 @@ def test_the_filter_names_what_is_missing_or_wrong():
         gpu_demo_walk(result, MANIFESTS, PLAN, node="n", resource="r", namespace="ns")
     with pytest.raises(AnsibleFilterError, match="expects the walk's registered pod_wait result"):
         gpu_demo_walk("not a result", MANIFESTS, PLAN, **SETTINGS)
+
+
+# --- MIG (the mixed strategy's nvidia.com/mig-1g.10gb): the units are MIG devices ----------------------------------
+H100 = "GPU-e284f2f0-b7db-deb5-4d10-143420128721"
+MIG_0 = "MIG-5068167e-8438-5874-bcde-57279823597e"
+MIG_1 = "MIG-678fc2a6-04b2-5b9d-9757-d70ae2c5d8bc"
+MIG_SETTINGS = dict(SETTINGS, resource="nvidia.com/mig-1g.10gb")
+
+
+def mig_log(mig_uuid, visible=None):
+    return ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: {0})\n  MIG 1g.10gb     Device  0: (UUID: {1})\n"
+            "NVIDIA_VISIBLE_DEVICES={2}\n{0}, 38 MiB, 81559 MiB\ngpuops: evidence complete\n").format(H100, mig_uuid, visible or mig_uuid)
+
+
+def mig_walk(hold_mig=MIG_0, queue_mig=MIG_0, visible=None):
+    """walk() on a MIG-mixed node: the resource is nvidia.com/mig-1g.10gb and the logs show MIG devices."""
+    result = copy.deepcopy(walk())
+    for step in result["steps"]:
+        for pod in step.get("pods", []):
+            if pod.get("log") and pod["name"] == "gpu-demo-hold":
+                pod["log"] = mig_log(hold_mig, visible)
+            elif pod.get("log"):
+                pod["log"] = mig_log(queue_mig)
+    queue = result["steps"][2]
+    entry = queue["ledger"]["nodes"]["prod102"]["resources"].pop("nvidia.com/gpu")
+    queue["ledger"]["nodes"]["prod102"]["resources"]["nvidia.com/mig-1g.10gb"] = entry
+    queue["failed_scheduling"][0] = {"message": SEED.replace("nvidia.com/gpu", "nvidia.com/mig-1g.10gb"), "from_event": True,
+                                     "parsed": {"insufficient": ["nvidia.com/mig-1g.10gb"]}}
+    return result
+
+
+def test_a_mig_walk_judges_mig_devices():
+    judged = judge_walk(mig_walk(), MANIFESTS, PLAN, MIG_SETTINGS)
+    checks = details(judged)
+    assert all(passed for passed, _detail in checks.values()), checks
+    assert checks["hold_one_gpu_per_unit"][1] == (
+        "nvidia-smi -L in the hold pods shows 1 device(s) for 1 unit(s), 1 distinct ({0} (1g.10gb on {1}))".format(MIG_0, H100))
+    assert checks["hold_env_corroborates"][1] == "NVIDIA_VISIBLE_DEVICES is list in the hold pods: it names the MIG devices nvidia-smi shows"
+    assert checks["queue_got_held_gpu"][1] == "the queue pod saw {0} (1g.10gb on {1}); the hold had {0}".format(MIG_0, H100)
+    assert judged["hold_summary"]["unit_uuids"] == [MIG_0] and judged["queue_evidence"]["unit_uuids"] == [MIG_0]
+
+
+def test_a_mig_walk_whose_queue_got_another_mig_device_of_the_same_gpu_fails():
+    judged = judge_walk(mig_walk(queue_mig=MIG_1), MANIFESTS, PLAN, MIG_SETTINGS)
+    assert details(judged)["queue_got_held_gpu"] == (
+        False, "the queue pod saw {0} (1g.10gb on {1}); the hold had {2}".format(MIG_1, H100, MIG_0))
+
+
+def test_a_mig_hold_whose_variable_names_the_parent_gpu_is_not_corroborated():
+    judged = judge_walk(mig_walk(visible=H100), MANIFESTS, PLAN, MIG_SETTINGS)
+    assert details(judged)["hold_env_corroborates"] == (
+        False, "NVIDIA_VISIBLE_DEVICES is list in the hold pods: it names other MIG devices than nvidia-smi shows")

@@ -3,17 +3,21 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """gpu_process_facts end to end: a fake nvidia-smi executable (real H200 output), a fake pynvml,
-a fake /proc and runtime state, and the kubelet checkpoint; errors and check mode."""
+a fake /proc and runtime state, the kubelet checkpoint or PodResources API; errors and check mode."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
+from concurrent import futures
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpuops.scheduling.plugins.module_utils import _pod_resources
 from ansible_collections.gpuops.scheduling.plugins.modules import gpu_process_facts
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -151,9 +155,10 @@ def test_nvidia_smi_source_reports_the_host_process(node, capsys):
     assert process["cmdline"] == "python3 -c import torch"
     assert process["kubernetes"]["kind"] == "host"
     assert facts["allocations"]["source"] == "none"
+    assert facts["allocations"]["allocatable"] is None
     assert facts["allocations"]["errors"] == [
-        "no kubelet PodResources socket at %s" % node["pod_resources_socket"],
-        "no device-plugin checkpoint at %s" % node["checkpoint_path"],
+        "pod-resources-grpc: grpcio is not installed, so the kubelet's PodResources API on %s was not asked" % node["pod_resources_socket"],
+        "checkpoint: no device-plugin checkpoint at %s" % node["checkpoint_path"],
     ]
 
 
@@ -265,3 +270,35 @@ def test_pod_process_with_checkpoint_allocation(tmp_path, capsys, monkeypatch):
         "vllm-0",
     )
     assert facts["allocations"]["source"] == "checkpoint" and len(facts["allocations"]["allocations"]) == 2
+
+
+def test_allocations_from_the_kubelets_pod_resources_api(node, capsys, monkeypatch):
+    """grpcio installed and a kubelet (a real grpcio server) on the socket: the API answers, not the checkpoint."""
+    grpc = pytest.importorskip("grpc")
+    monkeypatch.setattr(gpu_process_facts, "grpc", grpc)
+    hold = {"name": "gpu-demo-hold", "namespace": "gpu-operator", "containers": [
+        {"name": "hold", "devices": [{"resource_name": "nvidia.com/gpu", "device_ids": [H200_UUID], "numa_nodes": [0]}]}]}
+    answers = {
+        "List": lambda request, context: _pod_resources.encode_list_response([hold]),
+        "GetAllocatableResources": lambda request, context: _pod_resources.encode_allocatable_response(
+            [{"resource_name": "nvidia.com/gpu", "device_ids": [H200_UUID], "numa_nodes": [0]}]),
+    }
+    directory = tempfile.mkdtemp(prefix="pr")  # short: unix socket paths are limited to 108 bytes
+    socket_path = directory + "/kubelet.sock"
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    handlers = {name: grpc.unary_unary_rpc_method_handler(answer) for name, answer in answers.items()}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_pod_resources.SERVICE, handlers),))
+    server.add_insecure_port("unix:" + socket_path)
+    server.start()
+    try:
+        facts = run_module(dict(node, pod_resources_socket=socket_path), capsys)["ansible_facts"]["gpu_process_facts"]
+    finally:
+        server.stop(0)
+        shutil.rmtree(directory, ignore_errors=True)
+    assert facts["allocations"] == {
+        "source": "pod-resources-grpc",
+        "allocations": [{"pod_uid": None, "namespace": "gpu-operator", "pod_name": "gpu-demo-hold", "container_name": "hold",
+                         "resource_name": "nvidia.com/gpu", "device_ids": [H200_UUID]}],
+        "allocatable": {"nvidia.com/gpu": [H200_UUID]},
+        "errors": [],
+    }
