@@ -324,8 +324,8 @@ def test_node_processes_read_on_the_node_show_who_is_outside_the_ledger(sim, top
         "gpu_demo_node_python_interpreter": sys.executable,
         "gpu_demo_node_processes_options": {
             "source": "nvidia-smi", "nvidia_smi_path": str(node_dir / "bin" / "nvidia-smi"), "proc_root": str(node_dir / "proc"),
-            "host_root": str(node_dir), "checkpoint_path": str(node_dir / "kubelet_internal_checkpoint"),
-            "pod_resources_socket": str(node_dir / "pod-resources.sock")}})
+            "host_root": str(node_dir), "checkpoint_path": str(node_dir / "device-plugins" / "kubelet_internal_checkpoint"),
+            "pod_resources_socket": str(node_dir / "kubelet" / "pod-resources" / "kubelet.sock")}})
     assert_clean_pass(run)
     audit = run.result["node_processes"]
     gpu = audit["gpus"][0]

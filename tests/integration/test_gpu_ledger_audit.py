@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
+
+from conftest import CHECKOUT
 
 
 def inventory(sim, tmp_path) -> str:
@@ -19,8 +22,8 @@ def inventory(sim, tmp_path) -> str:
         "gpu_ledger_audit_report_dir": str(tmp_path),
         "gpu_ledger_audit_process_facts_options": {
             "source": "nvidia-smi", "nvidia_smi_path": str(node_dir / "bin" / "nvidia-smi"),
-            "proc_root": str(node_dir / "proc"), "host_root": str(node_dir), "checkpoint_path": str(node_dir / "kubelet_internal_checkpoint"),
-            "pod_resources_socket": str(node_dir / "pod-resources.sock")}}}}}}}
+            "proc_root": str(node_dir / "proc"), "host_root": str(node_dir), "checkpoint_path": str(node_dir / "device-plugins" / "kubelet_internal_checkpoint"),
+            "pod_resources_socket": str(node_dir / "kubelet" / "pod-resources" / "kubelet.sock")}}}}}}}
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(hosts))
     return str(path)
@@ -50,3 +53,17 @@ def test_audit_can_gate_on_a_free_gpu_in_use(sim, tmp_path):
                        extra_vars={"gpu_ledger_audit_fail_on_warning": True})
     assert run.returncode != 0
     assert "is free in the ledger but" in run.stdout
+
+
+def test_audit_runs_on_the_sim_inventory_as_it_is(sim):
+    """`ansible-playbook playbooks/gpu_ledger_audit.yml -i inventory/sim`, nothing else: inventory/sim points the
+    node-side module at the simulated node (its nvidia-smi, /proc, the kubelet's PodResources socket)."""
+    if sim.dir.root != CHECKOUT / ".sim":
+        pytest.skip("inventory/sim names the default sim (.sim/); this run uses another (GPUOPS_SIM_DIR)")
+    sim.use_topology("default")
+    run = sim.playbook("playbooks/gpu_ledger_audit.yml", env={"ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
+                                                              "ANSIBLE_SHOW_CUSTOM_STATS": "1"})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "unsafe" not in run.stderr, run.stderr
+    audit = json.loads(run.stdout)["global_custom_stats"]["gpu_ledger_audit"]["prod102"]
+    assert audit["summary"]["free_but_in_use"] == 1

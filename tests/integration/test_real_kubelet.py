@@ -93,3 +93,32 @@ def test_stop_reaches_the_main_process_only_as_in_a_container(sim):
         timings[name] = time.monotonic() - started
     assert timings["trap"] < 2.5, timings
     assert timings["no-trap"] >= 3, timings
+
+
+def test_gpu_process_facts_reads_the_live_pod_resources_socket_of_the_kubelet(sim):
+    """The hold's allocation as the kubelet itself reports it (PodResources List over grpcio), next to the
+    devices it can allocate: the same UUID nvidia-smi printed inside the pod."""
+    sim.use_topology("default")
+    hold = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "podres-hold", "namespace": "default"},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1, "containers": [{
+                "name": "hold", "image": "sim/cuda", "command": ["bash", "-c", "trap 'exit 0' TERM; nvidia-smi -L; sleep 60 & wait"],
+                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    sim.kubectl("apply", "-f", "-", input=json.dumps(hold))
+    try:
+        sim.kubectl("-n", "default", "wait", "--for=condition=Ready", "pod/podres-hold", "--timeout=60s")
+        node_dir = sim.dir.run / "nodes" / "prod102"
+        # No checkpoint to fall back on: the answer can only come from the kubelet's socket.
+        no_checkpoint = node_dir / "no-such-checkpoint"
+        result = sim.ansible_module("gpuops.scheduling.gpu_process_facts", {
+            "source": "nvidia-smi", "nvidia_smi_path": str(node_dir / "bin" / "nvidia-smi"), "proc_root": str(node_dir / "proc"),
+            "host_root": str(node_dir), "pod_resources_socket": str(node_dir / "kubelet" / "pod-resources" / "kubelet.sock"),
+            "checkpoint_path": str(no_checkpoint)})
+        facts = result["ansible_facts"]["gpu_process_facts"]["allocations"]
+        assert facts["source"] == "pod-resources-grpc", facts["errors"]
+        held = [entry for entry in facts["allocations"] if entry.get("pod_name") == "podres-hold"]
+        assert held and held[0]["namespace"] == "default" and held[0]["resource_name"] == "nvidia.com/gpu", facts
+        seen = sim.kubectl("-n", "default", "logs", "podres-hold").stdout
+        assert held[0]["device_ids"][0] in seen
+        assert facts["allocatable"]["nvidia.com/gpu"] == ["GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"]
+    finally:
+        sim.kubectl("-n", "default", "delete", "pod", "podres-hold", "--wait=true")

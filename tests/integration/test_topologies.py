@@ -1,6 +1,7 @@
 """Every topology of tests/sim/topologies runs the full demo to its expected end on real-kubelet nodes.
 
-(default, four-gpus, time-slicing, cdi, busy and no-gpu have their own tests in test_gpu_demo.py.)
+(default, four-gpus, time-slicing, cdi, busy and no-gpu have their own tests in test_gpu_demo.py; vllm-api-key in
+test_safety_secrets.py.)
 """
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import json
 import uuid
 
 import yaml
-from test_gpu_demo import MANAGED, assert_clean_pass, run_demo
-
-from conftest import CHECKOUT
+from test_gpu_demo import MANAGED, assert_clean_pass, run_demo, topology  # noqa: F401  pylint: disable=unused-import  # the fixture
 
 
 def test_mixed_mig_full_walk_holds_every_instance_and_hands_one_to_the_queue(sim, topology, tmp_path):
@@ -22,21 +21,10 @@ def test_mixed_mig_full_walk_holds_every_instance_and_hands_one_to_the_queue(sim
     assert run.result["queue"]["evidence"]["unit_uuids"][0] in hold["distinct_uuids"]
 
 
-def test_inference_server_behind_an_api_key(sim, topology, tmp_path):
-    spec = topology("vllm-api-key")
-    key = yaml.safe_load((CHECKOUT / "tests" / "sim" / "topologies" / "vllm-api-key.yaml").read_text())["vllm"]["api_key"]
-    assert spec
-    refused = run_demo(sim, tmp_path)
-    assert refused.rc != 0 and refused.result["failed_checks"] == ["vllm_healthy_before"]
-    run = run_demo(sim, tmp_path, {"gpu_demo_vllm_bearer_token": key})
-    assert_clean_pass(run)
-    assert key not in run.output
-
-
-def test_fleet_each_node_ends_as_its_state_says(sim, topology, tmp_path):
-    """One play over the fleet topology: the free node passes, the others are refused before anything is
-    created, each for its own reason."""
-    topology("fleet")
+def test_fleet_each_node_ends_as_its_state_says(sim, tmp_path):
+    """One parallel play over the fleet topology (as fleets are pre-flighted): the free node passes, the others are
+    refused before anything is created, each for its own reason."""
+    sim.use_topology("fleet")
     run_id = "fleet-" + uuid.uuid4().hex[:6]
     hosts = {name: None for name in ("gpu-a1", "gpu-a2", "gpu-a3", "gpu-a4", "cpu-b1")}
     inventory = tmp_path / "fleet.yml"
@@ -44,7 +32,8 @@ def test_fleet_each_node_ends_as_its_state_says(sim, topology, tmp_path):
         "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
         "gpu_demo_kubeconfig": sim.kubeconfig, "gpu_demo_vllm_health_url": sim.health_url,
         "gpu_demo_report_dir": str(tmp_path), "gpu_demo_run_id": run_id, "gpu_demo_timeout": 30}}}))
-    process = sim.playbook("playbooks/gpu_demo.yml", inventory=str(inventory))
+    # An extra var: the play's `serial` is templated before any host's variables exist.
+    process = sim.playbook("playbooks/gpu_demo.yml", inventory=str(inventory), extra_vars={"gpu_demo_parallel": True})
     reports = {name: json.loads((tmp_path / f"gpu-demo-{name}-{run_id}.json").read_text()) for name in hosts}
     expected = {"gpu-a1": ["node_not_busy"], "gpu-a2": [], "gpu-a3": ["node_schedulable"], "gpu-a4": ["node_ready"],
                 "cpu-b1": ["node_found"]}
