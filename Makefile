@@ -10,7 +10,7 @@ SIM       := $(PY) tests/sim/simctl.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 
-.PHONY: help setup sim-build sim-up sim-status sim-down lint sanity unit integration test-newest test demo bench profile build
+.PHONY: help setup sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test demo bench profile build device-bundle
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -45,8 +45,11 @@ lint: setup ## ansible-lint, production profile
 sanity: setup ## ansible-test sanity on a copy laid out as ansible_collections/gpuops/scheduling
 	@bash tests/sanity.sh
 
-unit: setup ## Unit tests of the pure logic, and the built collection's packaging
+unit: setup sim-unit ## Unit tests of the pure logic, and the built collection's packaging
 	@$(PY) -m pytest -q tests/unit tests/packaging
+
+sim-unit: ## Go tests of the simulated node's device plugin and runtime (tests/sim/node)
+	@cd tests/sim/node && CGO_ENABLED=0 GOFLAGS=-mod=mod go test ./...
 
 integration: sim-up ## Integration tests against the simulated cluster
 	@$(PY) -m pytest -q tests/integration
@@ -64,6 +67,9 @@ bench: sim-up ## Benchmarks; results in bench/results/
 
 profile: sim-up ## Where a run's time and a fleet's CPU go (profile_tasks, py-spy); bench/results/*-profile.md
 	@$(PY) bench/profile.py
+
+device-bundle: setup ## What the GPU machine needs for tests/device/walkthrough.sh, in .build/device-bundle (carry it)
+	@bash tests/device/bundle.sh
 
 build: setup ## Build the collection tarball
 	@ansible-galaxy collection build --force

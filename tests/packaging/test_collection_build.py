@@ -25,6 +25,7 @@ MODULES = sorted(p.stem for p in (ROOT / "plugins" / "modules").glob("*.py") if 
 # Development-only paths that must never reach users (galaxy.yml build_ignore keeps them out).
 DEV_PATHS = (
     "tests/sim",
+    "tests/device",
     "tests/output",
     ".venv",
     ".sim",

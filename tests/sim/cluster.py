@@ -92,7 +92,13 @@ class SimDir:
 
 
 def binary_dirs() -> tuple[Path, Path]:
-    """Build (or reuse) the control-plane binaries; returns (kubernetes bin, etcd bin)."""
+    """Build (or reuse) the control-plane binaries; returns (kubernetes bin, etcd bin).
+
+    GPUOPS_SIM_BIN_DIR (one folder holding every binary) skips the build: a machine without Go, such as the GPU
+    machine the device bundle is unpacked on (tests/device)."""
+    if os.environ.get("GPUOPS_SIM_BIN_DIR"):
+        prebuilt = Path(os.environ["GPUOPS_SIM_BIN_DIR"])
+        return prebuilt, prebuilt
     out = subprocess.run(["bash", str(SIM_SRC / "build.sh")], check=True, stdout=subprocess.PIPE, text=True)
     k8s_bin, etcd_bin = out.stdout.strip().splitlines()[-1].split(":")
     return Path(k8s_bin), Path(etcd_bin)

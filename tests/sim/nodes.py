@@ -8,7 +8,8 @@ Per node, under .sim/run/nodes/<node>/:
                            manager's kubelet_internal_checkpoint
   runtime.sock, runtime/   our CRI runtime and its containers' working folders
   pod-logs/                the kubelet's podLogsDir (CRI-format logs our runtime writes; the kubelet serves them)
-  gpus.json                the node's GPUs as nvidia-smi reads them
+  gpus.json                the node's GPUs as nvidia-smi reads them (gpu-table.json instead on a GPU machine:
+                           its real GPUs from NVML, for the runtime's private /dev per container)
   bin/nvidia-smi           nvidia-smi as a tool on the node sees it: every GPU
   container-bin/nvidia-smi nvidia-smi inside a container: only the devices its environment names
   proc/, run/containerd/   what node-side tools read about processes outside the ledger (topology `processes`)
@@ -26,6 +27,7 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +45,10 @@ GPU_IMAGE_ENV = ("NVIDIA_DRIVER_CAPABILITIES=compute,utility",)
 
 
 def simnode_binary() -> Path:
-    """Build (or reuse) gpuops-simnode; cached by a hash of its sources, outside the checkout."""
+    """Build (or reuse) gpuops-simnode; cached by a hash of its sources, outside the checkout. GPUOPS_SIM_BIN_DIR
+    (a prebuilt bundle, tests/device) holds it too."""
+    if os.environ.get("GPUOPS_SIM_BIN_DIR"):
+        return Path(os.environ["GPUOPS_SIM_BIN_DIR"]) / "gpuops-simnode"
     digest = hashlib.sha256()
     for path in sorted(SIMNODE_SRC.iterdir()):
         if path.suffix in (".go", ".mod", ".sum"):
@@ -71,6 +76,8 @@ class Node:
         self.port = sim.ports.kubelet + 2 * position
         self.healthz_port = self.port + 1
         self.unpullable = list(unpullable)
+        # A GPU machine's real GPUs (gpu: {nvml: true}): the machine's nvidia-smi, each container only its own GPUs.
+        self.real_gpus = bool((spec.get("gpu") or {}).get("nvml"))
 
     # processes, as cluster.start_process names them
     @property
@@ -118,17 +125,24 @@ class Node:
     def write_files(self) -> None:
         for sub in ("kubelet", "device-plugins", "runtime", "pod-logs", "bin", "container-bin"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        if self.real_gpus:
+            import nvml_gpus  # pylint: disable=import-outside-toplevel  # GPU machines only
+            (self.dir / "gpu-table.json").write_text(json.dumps(nvml_gpus.read_gpus(), indent=1))
+        else:
+            self._write_fake_nvidia_smi()
+        self.faults_file.write_text("{}\n")
+        (self.dir / "not-ready").unlink(missing_ok=True)
+        for config in self.plugin_configs():
+            (self.dir / f"plugin-{config['resource'].replace('/', '-')}.json").write_text(json.dumps(config, indent=1))
+        (self.dir / "kubelet.yaml").write_text(json.dumps(self.kubelet_config(), indent=1))
+
+    def _write_fake_nvidia_smi(self) -> None:
         self._write_gpu_state()
         state = shlex.quote(str(self.dir / "gpus.json"))
         python, smi = shlex.quote(sys.executable), shlex.quote(str(FAKE_NVIDIA_SMI))
         everything = shlex.quote(json.dumps([{"gpu": gpu.index, "mig": None} for gpu in self.gpus.gpus] if self.gpus else []))
         _write_script(self.dir / "bin" / "nvidia-smi", f"exec {python} {smi} --node-state {state} --visible {everything} \"$@\"")
         _write_script(self.dir / "container-bin" / "nvidia-smi", f"exec {python} {smi} --node-state {state} \"$@\"")
-        self.faults_file.write_text("{}\n")
-        (self.dir / "not-ready").unlink(missing_ok=True)
-        for config in self.plugin_configs():
-            (self.dir / f"plugin-{config['resource'].replace('/', '-')}.json").write_text(json.dumps(config, indent=1))
-        (self.dir / "kubelet.yaml").write_text(json.dumps(self.kubelet_config(), indent=1))
 
     def _write_gpu_state(self) -> None:
         state = {"driver_version": "570.124.06", "cuda_version": "12.8", "gpus": [], "processes": []}
@@ -172,8 +186,18 @@ class Node:
 
     def start(self, k8s_bin: Path, simnode: Path) -> None:
         runtime_argv = [str(simnode), "runtime", "--socket", str(self.dir / "runtime.sock"),
-                        "--state-dir", str(self.dir / "runtime"), "--tool-dir", str(self.dir / "container-bin"),
-                        "--not-ready-file", str(self.dir / "not-ready")]
+                        "--state-dir", str(self.dir / "runtime"), "--not-ready-file", str(self.dir / "not-ready")]
+        if self.real_gpus:
+            # As the NVIDIA container toolkit does: the machine's nvidia-smi and driver libraries in every container
+            # given a GPU (here: on its PATH and library path), the devices limited by container-init.
+            smi = shutil.which("nvidia-smi")
+            runtime_argv += ["--gpu-table", str(self.dir / "gpu-table.json")]
+            if smi:
+                runtime_argv += ["--tool-dir", str(Path(smi).resolve().parent)]
+            if os.environ.get("LD_LIBRARY_PATH"):
+                runtime_argv += ["--image-env", "LD_LIBRARY_PATH=" + os.environ["LD_LIBRARY_PATH"]]
+        else:
+            runtime_argv += ["--tool-dir", str(self.dir / "container-bin")]
         if self.gpus:
             runtime_argv += [arg for entry in GPU_IMAGE_ENV for arg in ("--image-env", entry)]
             if self.gpus.ledger_bypass:
@@ -183,6 +207,9 @@ class Node:
         cluster.start_process(self.sim, self.runtime_process, runtime_argv, marker=str(self.dir / "runtime.sock"))
         for config in self.plugin_configs():
             self.start_plugin(simnode, config["resource"])
+        if self.real_gpus:
+            cluster.start_process(self.sim, self.health_process, cluster.python_argv(
+                "nvml_gpus.py", "health", "--faults", str(self.faults_file)), marker="nvml_gpus.py")
         # Its own mount namespace, where this node's device-plugins folder is the kubelet's fixed one.
         kubelet = [str(k8s_bin / "kubelet"), f"--config={self.dir / 'kubelet.yaml'}",
                    f"--kubeconfig={self.sim.kubeconfig}", f"--root-dir={self.dir / 'kubelet'}",
@@ -205,14 +232,19 @@ class Node:
         leave the kubelet without its device manager: no GPU at all.)"""
         (self.dir / "not-ready").write_text("the topology marks this node not ready\n")
 
+    @property
+    def health_process(self) -> str:
+        return f"nvml-health-{self.name}"
+
     def processes(self) -> list:
-        names = [self.kubelet_process, self.runtime_process]
+        names = [self.kubelet_process, self.runtime_process] + ([self.health_process] if self.real_gpus else [])
         return names + [self.plugin_process(config["resource"]) for config in self.plugin_configs()]
 
     def stop(self) -> None:
         # The kubelet first (it would restart what the runtime stops), then the plugins, then the runtime, which
         # ends its containers.
-        for name in [self.kubelet_process] + [self.plugin_process(c["resource"]) for c in self.plugin_configs()] + [self.runtime_process]:
+        for name in ([self.kubelet_process] + [self.plugin_process(c["resource"]) for c in self.plugin_configs()]
+                     + [self.health_process, self.runtime_process]):
             cluster.stop_process(self.sim, name)
 
     # --- what tools on the node read -----------------------------------------------------------------

@@ -31,7 +31,7 @@ import topology as topo  # noqa: E402  pylint: disable=wrong-import-position
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 # Node-side components are named per node: kubelet-<node>, runtime-<node>, plugin-<node>-<resource>; or the
 # fakelet, for topologies of light nodes (benchmarks of many nodes: `light_nodes: true`).
-NODE_PREFIXES = ("kubelet-", "runtime-", "plugin-")
+NODE_PREFIXES = ("kubelet-", "runtime-", "plugin-", "nvml-health-")
 MAX_NODES = 64   # kubelet ports: sim.ports.kubelet + 2 * position (and + 1 for healthz)
 
 
@@ -374,7 +374,9 @@ def down(sim: cluster.SimDir, quiet: bool = False) -> None:
     stopped += stop_nodes(sim)
     stopped += [name for name in reversed(CONTROL_PLANE) if cluster.stop_process(sim, name)]
     left = real_nodes.restore_host(sim)
-    ports = {sim.ports.etcd_client, sim.ports.etcd_peer, sim.ports.apiserver, sim.ports.vllm}
+    ports = {sim.ports.etcd_client, sim.ports.etcd_peer, sim.ports.apiserver}
+    if "fake-vllm" in stopped:   # the port is someone else's otherwise (an inference server of the machine's own)
+        ports.add(sim.ports.vllm)
     ports |= set(range(sim.ports.kubelet, sim.ports.kubelet + 2 * MAX_NODES))
     cluster.wait_for(lambda: not [entry for entry in listeners() if entry[1] in ports], 10,
                      "the sim's ports to close")

@@ -81,6 +81,8 @@ def node_gpus(node: dict) -> NodeGpus | None:
     spec = node.get("gpu")
     if not spec:
         return None
+    if spec.get("nvml"):
+        return real_gpus(spec)
     count = int(spec.get("count", 1))
     product = spec.get("product", "NVIDIA H20")
     uuids = spec.get("uuids") or [_stable_uuid("GPU", node["name"], index) for index in range(count)]
@@ -105,6 +107,17 @@ def node_gpus(node: dict) -> NodeGpus | None:
                     fail_requests_greater_than_one=bool(spec.get("fail_requests_greater_than_one", False)),
                     visible_devices=visible, ledger_bypass=bool(spec.get("ledger_bypass", False)),
                     processes=list(spec.get("processes") or []))
+
+
+def real_gpus(spec: dict) -> NodeGpus:
+    """`gpu: {nvml: true}`: this machine's own GPUs, as NVML reports them (a GPU machine, tests/device)."""
+    import nvml_gpus  # pylint: disable=import-outside-toplevel  # needs pynvml and a driver
+    gpus = [Gpu(index=gpu["index"], uuid=gpu["uuid"], name=gpu["name"], memory_mib=gpu["memory_mib"])
+            for gpu in nvml_gpus.read_gpus()]
+    if not gpus:
+        raise TopologyError("gpu.nvml: NVML reports no GPU on this machine")
+    return NodeGpus(resource=spec.get("resource", "nvidia.com/gpu"), gpus=gpus,
+                    visible_devices=spec.get("visible_devices", "uuid"))
 
 
 def node_labels(node: dict, gpus: NodeGpus | None) -> dict:

@@ -4,8 +4,10 @@
 //
 //	gpuops-simnode runtime  a CRI v1 runtime (RuntimeService + ImageService on a unix socket) that runs each
 //	                        container's command as a local process, PID 1 of its own PID namespace
-//	gpuops-simnode plugin   a device plugin (deviceplugin/v1beta1) that advertises a topology's GPUs to the
-//	                        kubelet and answers Allocate as NVIDIA's plugin does
+//	gpuops-simnode plugin   a device plugin (deviceplugin/v1beta1) that advertises a topology's GPUs (or, on a
+//	                        GPU machine, the real ones) to the kubelet and answers Allocate as NVIDIA's plugin does
+//	gpuops-simnode container-init  (run by the runtime on a GPU machine) a container's private /dev with only
+//	                        its own GPUs, then the container's command
 //
 // Written in Go against the published API types (k8s.io/cri-api, k8s.io/kubelet), from the same module cache as
 // the control plane, so the kubelet talks to them exactly as it talks to containerd and NVIDIA's plugin.
@@ -27,6 +29,8 @@ func main() {
 		err = runRuntime(os.Args[2:])
 	case "plugin":
 		err = runPlugin(os.Args[2:])
+	case "container-init":
+		err = runContainerInit(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q: want runtime or plugin", os.Args[1])
 	}

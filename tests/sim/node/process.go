@@ -23,7 +23,7 @@ type runningProcess struct {
 
 // startProcess starts the container's command. Without a command the image's own entrypoint is taken to be a
 // long-running server (the simulated images have none to read).
-func startProcess(c *container, s *sandbox, env []string, toolDir string) (*runningProcess, error) {
+func startProcess(c *container, s *sandbox, env []string, toolDir string, gpuTable []realGPU) (*runningProcess, error) {
 	argv := append(append([]string{}, c.config.Command...), c.config.Args...)
 	if len(argv) == 0 {
 		argv = []string{"sleep", "infinity"}
@@ -35,7 +35,9 @@ func startProcess(c *container, s *sandbox, env []string, toolDir string) (*runn
 	// A login shell (`bash -lc`, as in the walkthrough) resets PATH from /etc/profile: the HOME profile puts the
 	// node's nvidia-smi back in front, as the image's own profile would.
 	for _, profile := range []string{".bash_profile", ".profile"} {
-		_ = os.WriteFile(filepath.Join(c.workDir, profile), []byte(fmt.Sprintf("export PATH=%s:$PATH\n", toolDir)), 0o644)
+		if toolDir != "" {
+			_ = os.WriteFile(filepath.Join(c.workDir, profile), []byte(fmt.Sprintf("export PATH=%s:$PATH\n", toolDir)), 0o644)
+		}
 	}
 	if hostname := s.config.GetHostname(); hostname != "" {
 		env = append(env, "HOSTNAME="+hostname)
@@ -44,6 +46,16 @@ func startProcess(c *container, s *sandbox, env []string, toolDir string) (*runn
 	// PID 1 of its own PID namespace: a signal without a handler does not kill it (a shell without a trap ignores
 	// SIGTERM), and when it exits the kernel ends every other process of the container, as in a real container.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Setsid: true}
+	if gpuTable != nil {
+		// Real GPUs: a mount namespace of its own, where container-init leaves only the container's GPUs.
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cmd.Path = self
+		cmd.Args = containerInitArgv(self, visibleGPUs(gpuTable, env), path, argv)
+		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNS
+	}
 	stdoutRead, stdoutWrite, err := os.Pipe()
 	if err != nil {
 		return nil, err

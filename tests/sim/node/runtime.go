@@ -68,6 +68,7 @@ type processRuntime struct {
 	imageEnv   []string
 	unpullable map[string]bool
 	readyFile  string
+	gpuTable   []realGPU // nil in the simulated cluster; the machine's GPUs on a GPU machine
 	ipCounter  int
 	idCounter  int
 }
@@ -83,6 +84,7 @@ func runRuntime(args []string) error {
 	stateDir := flags.String("state-dir", "", "folder for containers' working folders and the image filesystem")
 	toolDir := flags.String("tool-dir", "", "folder put first on every container's PATH (the node's nvidia-smi)")
 	readyFile := flags.String("not-ready-file", "", "while this file exists the runtime reports RuntimeReady=false")
+	gpuTableFile := flags.String("gpu-table", "", "JSON table of this machine's real GPUs: give each container only its own")
 	var imageEnv, unpullable listFlag
 	flags.Var(&imageEnv, "image-env", "NAME=VALUE every image sets (repeatable)")
 	flags.Var(&unpullable, "unpullable", "image whose pull fails (repeatable)")
@@ -94,6 +96,13 @@ func runRuntime(args []string) error {
 		unpullable: map[string]bool{}, readyFile: *readyFile}
 	for _, image := range unpullable {
 		r.unpullable[image] = true
+	}
+	if *gpuTableFile != "" {
+		table, err := loadGPUTable(*gpuTableFile)
+		if err != nil {
+			return err
+		}
+		r.gpuTable = table
 	}
 	for _, dir := range []string{r.imageFsDir(), filepath.Join(r.stateDir, "containers")} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -303,7 +312,7 @@ func (r *processRuntime) StartContainer(_ context.Context, request *runtimeapi.S
 	}
 	s := r.sandboxes[c.sandboxID]
 	r.mu.Unlock()
-	process, err := startProcess(c, s, r.environment(c), r.toolDir)
+	process, err := startProcess(c, s, r.environment(c), r.toolDir, r.gpuTable)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now().UnixNano()
@@ -358,7 +367,9 @@ func (r *processRuntime) environment(c *container) []string {
 	if len(cdi) > 0 {
 		set("GPUOPS_SIM_CDI_DEVICES", strings.Join(cdi, ","))
 	}
-	values["PATH"] = r.toolDir + ":" + values["PATH"]
+	if r.toolDir != "" {
+		values["PATH"] = r.toolDir + ":" + values["PATH"]
+	}
 	env := make([]string, 0, len(order))
 	for _, name := range order {
 		env = append(env, name+"="+values[name])

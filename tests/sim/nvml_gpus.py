@@ -1,0 +1,90 @@
+"""A GPU machine's real GPUs, read through NVML (pynvml from the nvidia-ml-py package), for nodes whose topology
+says `gpu: {nvml: true}`: our device plugin advertises these instead of a topology's, and our runtime gives each
+container only its own (tests/sim/node/gpus.go).
+
+  nvml_gpus.py table                          the GPUs as JSON (uuid, index, minor, bus_id, name, memory_mib)
+  nvml_gpus.py health --faults FILE [--interval S]
+                                              keep the plugin's faults file's "unhealthy" list in step with NVML
+
+Health: a GPU is unhealthy when NVML can no longer answer for it (lost from the bus, fallen off, any NVML error
+on a plain query). NVIDIA's plugin also watches XID events; a query per interval is the simpler, slower cousin.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def proc_bus_id(nvml_bus_id: str) -> str:
+    """NVML's "00000000:18:00.0" as /proc/driver/nvidia/gpus names it: "0000:18:00.0"."""
+    domain, rest = nvml_bus_id.split(":", 1)
+    return f"{int(domain, 16):04x}:{rest}".lower()
+
+
+def read_gpus() -> list:
+    import pynvml  # pylint: disable=import-outside-toplevel  # only on GPU machines
+    pynvml.nvmlInit()
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            gpus.append({"uuid": _text(pynvml.nvmlDeviceGetUUID(handle)), "index": index,
+                         "minor": pynvml.nvmlDeviceGetMinorNumber(handle),
+                         "bus_id": proc_bus_id(_text(pynvml.nvmlDeviceGetPciInfo(handle).busId)),
+                         "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                         "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20})
+        return gpus
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def unhealthy(uuids: list) -> list:
+    import pynvml  # pylint: disable=import-outside-toplevel
+    bad = []
+    for uuid in uuids:
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+            pynvml.nvmlDeviceGetMemoryInfo(handle)
+        except pynvml.NVMLError:
+            bad.append(uuid)
+    return bad
+
+
+def watch_health(faults: Path, interval: float) -> None:
+    import pynvml  # pylint: disable=import-outside-toplevel
+    uuids = [gpu["uuid"] for gpu in read_gpus()]
+    pynvml.nvmlInit()
+    last = None
+    while True:
+        bad = unhealthy(uuids)
+        if bad != last:
+            faults.write_text(json.dumps({"unhealthy": bad}) + "\n")
+            print(f"nvml health: unhealthy {bad or 'none'}", flush=True)
+            last = bad
+        time.sleep(interval)
+
+
+def main(argv: list) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("table")
+    health = sub.add_parser("health")
+    health.add_argument("--faults", required=True, type=Path)
+    health.add_argument("--interval", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    if args.command == "table":
+        print(json.dumps(read_gpus(), indent=1))
+    else:
+        watch_health(args.faults, args.interval)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
