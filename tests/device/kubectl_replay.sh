@@ -30,7 +30,7 @@ kubectl describe node prod102 | sed -n '/Allocated resources/,/Events/p'
 units=$(kubectl get node prod102 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')
 # One hold pod per unit (the seed's node had one: gpu-demo-hold); each must see only its own GPU.
 holds=(gpu-demo-hold)
-[ "$units" -gt 1 ] && holds=($(seq -f 'gpu-demo-hold-%g' 0 $((units - 1))))
+[ "$units" -gt 1 ] && mapfile -t holds < <(seq -f 'gpu-demo-hold-%g' 0 $((units - 1)))
 step "first task: ${holds[*]} (every one of the node's $units unit(s))"
 start=$(date +%s%N)
 for hold in "${holds[@]}"; do
