@@ -15,12 +15,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import pod_ids, reason, resource_entry
+from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import k8s_deleted, pod_ids, reason, resource_entry
 
 
 def judge_cleanup(final, before, vllm_after, settings):
-    """``final``: the pod_wait result that deleted the run's pods and read the ledger; ``settings``: node,
-    resource, run_id, vllm_url. Returns ``after`` and ``checks``."""
+    """``final``: the pod_wait result that saw the run's pods gone and read the ledger; ``settings``: node,
+    resource, run_id, vllm_url, and removal (the kubernetes.core.k8s task that deleted them). Returns ``after`` and
+    ``checks``."""
     node, resource, url = settings["node"], settings["resource"], settings["vllm_url"]
     ledger = final.get("ledger") or {}
     entry = resource_entry(ledger, node, resource)
@@ -38,7 +39,7 @@ def judge_cleanup(final, before, vllm_after, settings):
                  "latency_ms": vllm.get("latency_ms"), "error": vllm.get("error")},
     }
     if met and not left:
-        gone = "deleted {0}; no pod of run {1} remains".format(", ".join(final.get("deleted") or []) or "nothing left to delete",
+        gone = "deleted {0}; no pod of run {1} remains".format(", ".join(k8s_deleted(settings.get("removal"))) or "nothing left to delete",
                                                                settings["run_id"])
     else:
         gone = reason(final) or "pods remain: {0}".format(", ".join(left))

@@ -19,7 +19,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._nvidia_smi impo
     parse_query_csv,
     visible_devices_from_env,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._pod_wait import in_life_order, iso
+from ansible_collections.gpuops.scheduling.plugins.module_utils._pod_wait import in_life_order, iso, parse_time
 
 MIB = 1024 * 1024
 # `nvidia-smi --query-gpu=uuid,memory.used,memory.total --format=csv,noheader`:
@@ -266,9 +266,31 @@ def merge_transitions(wait_results):
                         exact.setdefault(pod, set()).add(transition)
                     elif known_exact:
                         exact[pod].discard(transition)
+    for pod, moment in gone_by(wait_results).items():
+        merged[pod].setdefault("deleted", moment)
     # A later step's list shows earlier transitions with whole-second API times: keep them after
     # what was seen exactly.
     return {pod: in_life_order(times, exact.get(pod, set())) for pod, times in merged.items()}
+
+
+def gone_by(wait_results):
+    """{pod: epoch}: a pod one wait reported that a later wait no longer found was gone by that wait's start.
+
+    The walk's waits each follow every pod of the run (by label), and kubernetes.core.k8s deletes the pods between
+    them: a pod that went before the next wait listed is seen by no watch. Its wait's start is when it was known to be
+    gone (an upper bound, later than the truth by about the deleting task's own time).
+    """
+    seen, gone = set(), {}
+    for result in wait_results or []:
+        if not isinstance(result, dict):
+            continue
+        present = set(result.get("transitions") or {})
+        started = parse_time(result.get("started_at"))
+        if started is not None:
+            for pod in seen - present:
+                gone.setdefault(pod, started)
+        seen |= present
+    return gone
 
 
 def occupied_window(transitions, holders):
