@@ -89,6 +89,7 @@ class FakeApi:
         texts = self.logs.get(name) or [""]
         return _LogResponse(texts.pop(0) if len(texts) > 1 else texts[0])
 
+
 class _LogResponse:
     def __init__(self, text):
         self.data = text.encode()

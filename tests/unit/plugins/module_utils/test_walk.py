@@ -31,8 +31,9 @@ def log(uuid):
 HOLD_REMOVAL = {"changed": True, "method": "delete", "result": {"metadata": {"name": "gpu-demo-hold"}, "status": {"phase": "Running"}}}
 
 
-def judge(waits, manifests=MANIFESTS, plan=PLAN, settings=None, hold_removal=None):
-    return judge_walk(waits, manifests, plan, settings or SETTINGS, HOLD_REMOVAL if hold_removal is None else hold_removal)
+def judge(waits, manifests=None, plan=None, settings=None, hold_removal=None):
+    return judge_walk(waits, manifests or MANIFESTS, plan or PLAN, settings or SETTINGS,
+                      HOLD_REMOVAL if hold_removal is None else hold_removal)
 
 
 def walk():
@@ -47,8 +48,7 @@ def walk():
     return {
         "hold": {"met": True, "elapsed": 0.231, "pods": [hold_pod]},
         "queue": {"met": True, "elapsed": 0.1, "pods": [dict(hold_pod, log=None), queue_pod], "ledger": ledger,
-         "failed_scheduling": [{"message": SEED, "from_event": True,
-                                "parsed": {"insufficient": ["nvidia.com/gpu"]}}]},
+                  "failed_scheduling": [{"message": SEED, "from_event": True, "parsed": {"insufficient": ["nvidia.com/gpu"]}}]},
         "release": {"met": True, "elapsed": 0.215,
                     "pods": [dict(hold_pod, exists=False, log=None),
                              dict(queue_pod, phase="Succeeded", node_name="prod102", log=log(UUID))]},
