@@ -24,7 +24,8 @@ import occupied_window  # noqa: E402  pylint: disable=wrong-import-position
 import plot  # noqa: E402  pylint: disable=wrong-import-position
 
 RESULTS = Path(__file__).resolve().parent / "results"
-TARGETS = {"occupied_ratio": 1.2, "total_ratio": 1.5, "ledger_2000_s": 2.0, "ledger_list_calls": 3, "fleet_50_s": 180}
+# occupied_ratio: within 3x the kubectl script since issue 14 (kubernetes.core.k8s creates and deletes; 1.2x before).
+TARGETS = {"occupied_ratio": 3.0, "total_ratio": 1.5, "ledger_2000_s": 2.0, "ledger_list_calls": 3, "fleet_50_s": 180}
 
 
 def machine() -> dict:

@@ -91,24 +91,25 @@ PREFLIGHT_SETTINGS = ("node", "resource", "namespace", "pod_names", "hold_mode",
                       "allow_busy_node", "vllm_url", "vllm_require_healthy")
 
 
-def gpu_demo_admission(calls_result, priority_class, create_priority_class):
-    """The pre-flight's dry-run pod_wait result -> the early leftovers, whether the PriorityClass is missing, the checks."""
-    if not isinstance(calls_result, dict):
-        raise AnsibleFilterError("gpu_demo_admission: expects the registered result of the pre-flight's pod_wait call (a dict)")
+def gpu_demo_admission(dry_run_result, priority_class, create_priority_class):
+    """The pre-flight's dry run (kubernetes.core.k8s in check mode) -> whether the PriorityClass is missing, the checks."""
+    if not isinstance(dry_run_result, dict):
+        raise AnsibleFilterError("gpu_demo_admission: expects the registered result of the pre-flight's kubernetes.core.k8s "
+                                 "dry run (a dict)")
     try:
-        return judge_admission(calls_result, priority_class, create_priority_class)
+        return judge_admission(dry_run_result, priority_class, create_priority_class)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise AnsibleFilterError("gpu_demo_admission: {0}".format(error)) from error
 
 
-def gpu_demo_walk(walk_result, manifests, plan, leftovers_early=None, **settings):
-    """pod_wait's walk result -> each step's result, the hold's and the queue's evidence, the walk's checks."""
+def gpu_demo_walk(waits, manifests, plan, hold_removal=None, **settings):
+    """The walk's registered results -> each step's result, the hold's and the queue's evidence, the walk's checks."""
     _require_settings("gpu_demo_walk", WALK_SETTINGS, settings)
-    if not all(isinstance(value, dict) for value in (walk_result, manifests, plan, leftovers_early or {})):
-        raise AnsibleFilterError("gpu_demo_walk: expects the walk's registered pod_wait result, the rendered manifests, "
-                                 "the pre-flight's plan and the early leftovers step (dicts)")
+    if not all(isinstance(value, dict) for value in (waits, manifests, plan, hold_removal or {})):
+        raise AnsibleFilterError("gpu_demo_walk: expects the walk's registered pod_wait results by step name, the rendered "
+                                 "manifests, the pre-flight's plan and the hold's registered kubernetes.core.k8s deletion (dicts)")
     try:
-        return judge_walk(walk_result, manifests, plan, settings, leftovers_early)
+        return judge_walk(waits, manifests, plan, settings, hold_removal)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise AnsibleFilterError("gpu_demo_walk: {0}".format(error)) from error
 

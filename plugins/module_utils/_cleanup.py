@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
 """The gpu_demo cleanup's judgement: is the node as the demo found it?
 
 From the last pod_wait that deleted the run's pods and read the node (the walk's delete step, or the cleanup's
@@ -15,12 +18,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import pod_ids, reason, resource_entry
+from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import k8s_deleted, pod_ids, reason, resource_entry
 
 
 def judge_cleanup(final, before, vllm_after, settings):
-    """``final``: the pod_wait result that deleted the run's pods and read the ledger; ``settings``: node,
-    resource, run_id, vllm_url. Returns ``after`` and ``checks``."""
+    """``final``: the pod_wait result that saw the run's pods gone and read the ledger; ``settings``: node,
+    resource, run_id, vllm_url, and removal (the kubernetes.core.k8s task that deleted them). Returns ``after`` and
+    ``checks``."""
     node, resource, url = settings["node"], settings["resource"], settings["vllm_url"]
     ledger = final.get("ledger") or {}
     entry = resource_entry(ledger, node, resource)
@@ -38,7 +42,7 @@ def judge_cleanup(final, before, vllm_after, settings):
                  "latency_ms": vllm.get("latency_ms"), "error": vllm.get("error")},
     }
     if met and not left:
-        gone = "deleted {0}; no pod of run {1} remains".format(", ".join(final.get("deleted") or []) or "nothing left to delete",
+        gone = "deleted {0}; no pod of run {1} remains".format(", ".join(k8s_deleted(settings.get("removal"))) or "nothing left to delete",
                                                                settings["run_id"])
     else:
         gone = reason(final) or "pods remain: {0}".format(", ".join(left))

@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
 """Pure helpers of the gpu_demo role's report: a demo pod's evidence, the event table, the timeline.
 
 Everything takes API dicts, log text or epoch seconds and returns data the templates print.
@@ -19,7 +22,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._nvidia_smi impo
     parse_query_csv,
     visible_devices_from_env,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._pod_wait import in_life_order, iso
+from ansible_collections.gpuops.scheduling.plugins.module_utils._pod_wait import in_life_order, iso, parse_time
 
 MIB = 1024 * 1024
 # `nvidia-smi --query-gpu=uuid,memory.used,memory.total --format=csv,noheader`:
@@ -266,9 +269,31 @@ def merge_transitions(wait_results):
                         exact.setdefault(pod, set()).add(transition)
                     elif known_exact:
                         exact[pod].discard(transition)
+    for pod, moment in gone_by(wait_results).items():
+        merged[pod].setdefault("deleted", moment)
     # A later step's list shows earlier transitions with whole-second API times: keep them after
     # what was seen exactly.
     return {pod: in_life_order(times, exact.get(pod, set())) for pod, times in merged.items()}
+
+
+def gone_by(wait_results):
+    """{pod: epoch}: a pod one wait reported that a later wait no longer found was gone by that wait's start.
+
+    The walk's waits each follow every pod of the run (by label), and kubernetes.core.k8s deletes the pods between
+    them: a pod that went before the next wait listed is seen by no watch. Its wait's start is when it was known to be
+    gone (an upper bound, later than the truth by about the deleting task's own time).
+    """
+    seen, gone = set(), {}
+    for result in wait_results or []:
+        if not isinstance(result, dict):
+            continue
+        present = set(result.get("transitions") or {})
+        started = parse_time(result.get("started_at"))
+        if started is not None:
+            for pod in seen - present:
+                gone.setdefault(pod, started)
+        seen |= present
+    return gone
 
 
 def occupied_window(transitions, holders):

@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
 """What the gpu_demo judgements (_preflight.py, _walk.py, _cleanup.py) share: reading registered results,
 and phrasing lists the way the role's reports always have (Jinja's join, unique and int)."""
 
@@ -16,9 +19,18 @@ def reason(result):
     return result["error"] if "error" in result else result.get("msg")
 
 
-def steps_by_name(result):
-    """pod_wait's steps, by step name."""
-    return dict((step.get("name"), step) for step in result.get("steps") or [])
+def k8s_objects(result):
+    """The objects a kubernetes.core.k8s task returned: one (``result``), several (``result.results``) or none."""
+    if not isinstance(result, dict) or result.get("skipped") or "result" not in result:
+        return []
+    body = result.get("result") or {}
+    items = body["results"] if isinstance(body, dict) and "results" in body else [result]
+    return [item for item in items if isinstance(item, dict) and item.get("result")]
+
+
+def k8s_deleted(result):
+    """Names of the objects a kubernetes.core.k8s ``state: absent`` task deleted."""
+    return [((item["result"].get("metadata") or {}).get("name")) for item in k8s_objects(result) if item.get("changed")]
 
 
 def resource_entry(ledger, node, resource):

@@ -2,6 +2,9 @@
 # Copyright (c) gpuops developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
 """What the NVIDIA tools say about a node's GPUs, as plain data.
 
 Two halves:

@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
 """The gpu_demo pre-flight's judgement of a node, before anything is created.
 
 From the ledger (gpu_ledger_facts' result) and the inference server's health (vllm_health's), returns
@@ -15,9 +18,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import joined, pod_ids, reason, steps_by_name, unique
+from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import joined, k8s_objects, pod_ids, reason, unique
 
 # A node name that also fits in a label value (the pods carry it in gpuops.scheduling/node).
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
@@ -153,23 +157,40 @@ def judge_node(ledger_result, vllm_result, settings):
     return {"before": before, "plan": plan, "checks": checks}
 
 
-def judge_admission(calls, priority_class, create_priority_class):
-    """{leftovers_early, priority_class_missing, checks} from the pre-flight's pod_wait call (steps leftovers, admit).
+STATUS_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def api_status_message(text):
+    """The message of the API server's Status that a kubernetes.core error quotes (``Failed to create object: b'{...}'``),
+    else the text as it is."""
+    # The Status is quoted as Python bytes: its JSON escapes arrive with their backslashes doubled.
+    match = STATUS_MESSAGE.search((text or "").replace("\\\\", "\\"))
+    if not match:
+        return text
+    try:
+        return json.loads('"{0}"'.format(match.group(1)))
+    except ValueError:
+        return match.group(1)
+
+
+def judge_admission(dry_run, priority_class, create_priority_class):
+    """{priority_class_missing, checks} from the pre-flight's dry run (kubernetes.core.k8s in check mode).
 
     The API server's dry run of the demo pods says whether it admits them and with which preemption policy (the
     PriorityClass's). A missing PriorityClass that the run will create is no refusal. A dry run that failed for
     another reason says nothing about preemption: one reason, not two.
     """
-    steps = steps_by_name(calls)
-    admitted = steps.get("admit") or {"met": False, "error": reason(calls) or "dry run not run"}
-    failed = not admitted.get("met", False)
-    error = reason(admitted) or "dry run failed"
+    # Nothing admitted is a failure (the role registers it with failed_when false, so "failed" is false). kubernetes.core
+    # says why in msg (its error, when there is one, is an HTTP status).
+    admitted = [item["result"] for item in k8s_objects(dry_run)]
+    failed = not admitted
+    error = (api_status_message(str(dry_run.get("msg") or reason(dry_run) or "")) if failed else None) or "dry run failed"
     missing_class = failed and "no PriorityClass with name" in error
     will_create = missing_class and bool(create_priority_class)
-    policies = [pod.get("preemption_policy") for pod in (admitted.get("admitted") or {}).values()]
+    policies = [(pod.get("spec") or {}).get("preemptionPolicy") for pod in admitted]
     never = bool(policies) and all(policy == "Never" for policy in policies)
     if not failed:
-        admitted_detail = "the API server admits the {0} demo pod(s) (dry run)".format(len(admitted.get("created") or []))
+        admitted_detail = "the API server admits the {0} demo pod(s) (dry run)".format(len(admitted))
     elif will_create:
         admitted_detail = ("PriorityClass {0} does not exist yet: the run creates it (value 0, preemptionPolicy Never)"
                            .format(priority_class))
@@ -185,5 +206,5 @@ def judge_admission(calls, priority_class, create_priority_class):
         {"id": "demo_pods_admitted", "phase": "preflight", "passed": not failed or will_create, "detail": admitted_detail},
         {"id": "demo_pods_never_preempt", "phase": "preflight", "passed": will_create or never, "detail": never_detail},
     ]
-    return {"leftovers_early": steps.get("leftovers") or {}, "priority_class_missing": missing_class,
+    return {"priority_class_missing": missing_class,
             "checks": checks if not failed or will_create else checks[:1]}

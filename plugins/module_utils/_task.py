@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
 """What a module of this collection does, apart from the process it runs in.
 
 Each module's logic is a *task function*, ``task(params, check_mode, warn) -> result``, that raises

@@ -3,7 +3,11 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""pod_wait: create, delete and watch pods until a condition holds (see _task.py for how a task function runs).
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
+"""pod_wait: watch pods until a condition holds, then read their logs, events and the ledger (see _task.py for how a
+task function runs). Creating and deleting them is kubernetes.core.k8s's.
 
 What the pods' states mean is decided in _pod_wait.py; this file makes the API calls of one pod_wait task.
 """
@@ -60,12 +64,11 @@ class WaitFailed(Exception):
 
 
 class PodWaiter:
-    """One pod_wait call: creations, deletions, a list and a watch, then logs and events."""
+    """One pod_wait call: a list and a watch, then logs, events and the ledger."""
 
-    def __init__(self, api, params, check_mode=False, clock=None):
+    def __init__(self, api, params, clock=None):
         self.api = api
         self.params = params
-        self.check_mode = check_mode
         self.clock = clock or time.time
         self.namespace = params["namespace"]
         self.names = params["names"] or []
@@ -77,10 +80,6 @@ class PodWaiter:
             params["condition"], names=self.names, count=params["count"], node=params["node"],
             fail_on_unschedulable=params["fail_on_unschedulable"], fatal_reasons=params["fatal_reasons"],
             record_all=bool(self.selector))
-        self.dry_run = check_mode or params["dry_run"]
-        self.created = []
-        self.admitted = {}
-        self.deleted = []
         self.failed_scheduling = None
         self.events = None
         self.ledger = None
@@ -93,9 +92,6 @@ class PodWaiter:
     def remaining(self):
         return self.deadline - self.clock()
 
-    def _dry_run(self):
-        return {"dry_run": "All"} if self.dry_run else {}
-
     @staticmethod
     def _raw(response):
         # Plain API dicts: the client's model classes are slow and rename every key.
@@ -105,69 +101,6 @@ class PodWaiter:
         """The pods that must reach the condition, as last seen."""
         pods = self.tracker.report()
         return [pod for pod in pods if not self.names or pod["name"] in self.names]
-
-    # -- writes ---------------------------------------------------------------------------
-    def create(self):
-        for manifest in self.params["create"]:
-            namespace = (manifest.get("metadata") or {}).get("namespace") or self.namespace
-            name = (manifest.get("metadata") or {}).get("name")
-            self.requests += 1
-            moment = self.clock()
-            with explain_api_errors("create pod {0}/{1}".format(namespace, name), self.host):
-                created = self._raw(self.api.create_namespaced_pod(namespace, manifest, _preload_content=False,
-                                                                   **self._dry_run()))
-            name = created["metadata"]["name"]
-            spec = created.get("spec") or {}
-            self.created.append(name)
-            self.admitted[name] = {
-                "priority": spec.get("priority"),
-                "priority_class_name": spec.get("priorityClassName"),
-                "preemption_policy": spec.get("preemptionPolicy"),
-                "node_selector": spec.get("nodeSelector") or {},
-                "tolerations": spec.get("tolerations") or [],
-            }
-            if not self.dry_run:
-                self.tracker.mark(name, "created", moment)
-
-    def delete(self):
-        body = {}
-        if self.params["grace_period"] is not None:
-            body["gracePeriodSeconds"] = self.params["grace_period"]
-        with explain_api_errors("delete pods in namespace {0}".format(self.namespace), self.host):
-            for name in self.params["delete"]:
-                self.requests += 1
-                moment = self.clock()
-                try:
-                    self.api.delete_namespaced_pod(name, self.namespace, body=body, _preload_content=False,
-                                                   **self._dry_run())
-                    self.deleted.append(name)
-                    if not self.dry_run:
-                        self.tracker.mark(name, "deleting", moment)
-                except ApiException as error:
-                    if error.status != 404:
-                        raise
-            if self.params["delete_matching"]:
-                # A list and one delete per pod rather than a deletecollection: the same few
-                # requests for a handful of pods, and no deletecollection permission needed.
-                self.requests += 1
-                listing = self._raw(self.api.list_namespaced_pod(self.namespace, label_selector=self.selector,
-                                                                 _preload_content=False))
-                for pod in listing.get("items") or []:
-                    name = pod["metadata"]["name"]
-                    if name in self.deleted or (pod["metadata"].get("deletionTimestamp") and not self.dry_run):
-                        continue
-                    self.requests += 1
-                    moment = self.clock()
-                    try:
-                        self.api.delete_namespaced_pod(name, self.namespace, body=body, _preload_content=False,
-                                                       **self._dry_run())
-                    except ApiException as error:
-                        if error.status != 404:
-                            raise
-                        continue
-                    self.deleted.append(name)
-                    if not self.dry_run:
-                        self.tracker.mark(name, "deleting", moment)
 
     # -- the wait -------------------------------------------------------------------------
     def _selectors(self):
@@ -351,16 +284,13 @@ class PodWaiter:
             "pods": pods,
             "transitions": self.tracker.transitions(),
             "exact": self.tracker.exact(),
-            "created": self.created,
-            "admitted": self.admitted,
-            "deleted": self.deleted,
             "started_at": iso(self.started),
             "finished_at": iso(finished),
             "elapsed": round(finished - self.started, 3),
             "api_requests": self.requests,
             "met": error is None,
             "error": error,
-            "changed": bool(self.created or self.deleted) and not (self.params["dry_run"] and not self.check_mode),
+            "changed": False,
         }
         if self.failed_scheduling is not None:
             result["failed_scheduling"] = self.failed_scheduling
@@ -371,23 +301,17 @@ class PodWaiter:
         return result
 
 
-def run_step(params, api, reader, check_mode, warn):
-    """One step (create, delete, wait, read): (result, error message or None)."""
-    waiter = PodWaiter(api, params, check_mode=check_mode)
+def wait_for(params, api, reader, warn):
+    """One wait (then logs, events, ledger): (result, error message or None)."""
+    waiter = PodWaiter(api, params)
     condition = params["condition"]
-    writes = bool(params["create"] or params["delete"] or params["delete_matching"])
     try:
-        waiter.delete()
-        waiter.create()
-        if params["warn_on_delete"] and waiter.deleted:
-            warn("deleted {0} pod(s) in namespace {1}: {2}".format(
-                len(waiter.deleted), params["namespace"], ", ".join(waiter.deleted)))
-        if waiter.dry_run and writes:
-            # Dry-run writes changed nothing: there is nothing to wait for.
-            waiter.list_pods()
-            return waiter.result(), None
         with explain_api_errors("watch pods in namespace {0}".format(params["namespace"]), waiter.host):
             waiter.wait()
+        if params["warn_gone"] and condition == "deleted":
+            gone = [pod["name"] for pod in waiter.targets()]
+            if gone:
+                warn("{0} pod(s) in namespace {1} gone: {2}".format(len(gone), params["namespace"], ", ".join(gone)))
         if condition == "unschedulable":
             waiter.collect_failed_scheduling()
         if (params["logs"] or params["log_ready_pattern"]) and condition not in ("unschedulable", "deleted"):
@@ -407,84 +331,15 @@ def run_step(params, api, reader, check_mode, warn):
     return waiter.result(), None
 
 
-def run_single(params, api, reader, check_mode, warn):
-    result, error = run_step(params, api, reader, check_mode, warn)
-    if error:
-        raise TaskFailed(error, **result)
-    return result
-
-
-def run_steps(params, api, reader, check_mode, warn):
-    """O(steps): each step's options over the task's own, in order, until one fails."""
-    started = time.time()
-    results = []
-    error = None
-    seen_uids = []
-    for index, step in enumerate(params["steps"]):
-        step_params = dict(params)
-        step_params.update((key, value) for key, value in step.items() if value is not None)
-        # A step's events include those of pods earlier steps saw, which may be gone by now.
-        step_params["event_pod_uids"] = list(step_params["event_pod_uids"] or []) + seen_uids
-        result, error = run_step(step_params, api, reader, check_mode, warn)
-        seen_uids += [pod["uid"] for pod in result["pods"] if pod.get("uid") and pod["uid"] not in seen_uids]
-        result["name"] = step.get("name") or str(index)
-        results.append(result)
-        if error:
-            error = "step {0}: {1}".format(result["name"], error)
-            break
-    finished = time.time()
-    summary = {
-        "steps": results,
-        "met": error is None,
-        "error": error,
-        "failed_step": results[-1]["name"] if error else None,
-        "changed": any(result["changed"] for result in results),
-        "started_at": iso(started),
-        "finished_at": iso(finished),
-        "elapsed": round(finished - started, 3),
-        "api_requests": sum(result["api_requests"] for result in results),
-    }
-    if error:
-        raise TaskFailed(error, **summary)
-    return summary
-
-
-STEP_OPTIONS = dict(
-    name=dict(type="str"),
-    names=dict(type="list", elements="str"),
-    label_selectors=dict(type="list", elements="str"),
-    create=dict(type="list", elements="dict"),
-    delete=dict(type="list", elements="str"),
-    delete_matching=dict(type="bool"),
-    dry_run=dict(type="bool"),
-    warn_on_delete=dict(type="bool"),
-    count=dict(type="int"),
-    condition=dict(type="str", choices=list(CONDITIONS)),
-    node=dict(type="str"),
-    timeout=dict(type="int"),
-    fail_on_unschedulable=dict(type="bool"),
-    logs=dict(type="bool"),
-    log_ready_pattern=dict(type="str"),
-    events=dict(type="bool"),
-    ledger_node=dict(type="str"),
-)
-
-
 # The module's own options; kubernetes.core's connection options come on top (_k8s_client.module_argument_spec).
 OPTIONS = dict(
     namespace=dict(type="str", required=True),
     names=dict(type="list", elements="str"),
     label_selectors=dict(type="list", elements="str"),
-    create=dict(type="list", elements="dict", default=[]),
-    delete=dict(type="list", elements="str", default=[]),
-    delete_matching=dict(type="bool", default=False),
-    dry_run=dict(type="bool", default=False),
-    warn_on_delete=dict(type="bool", default=False),
     count=dict(type="int"),
-    condition=dict(type="str", choices=list(CONDITIONS)),
+    condition=dict(type="str", required=True, choices=list(CONDITIONS)),
     node=dict(type="str"),
     timeout=dict(type="int", default=120),
-    grace_period=dict(type="int"),
     fail_on_unschedulable=dict(type="bool", default=False),
     fatal_reasons=dict(type="list", elements="str", default=list(DEFAULT_FATAL_REASONS)),
     logs=dict(type="bool", default=False),
@@ -494,30 +349,30 @@ OPTIONS = dict(
     event_pod_uids=dict(type="list", elements="str", default=[]),
     ledger_node=dict(type="str"),
     ledger_resources=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
-    steps=dict(type="list", elements="dict", options=STEP_OPTIONS),
+    warn_gone=dict(type="bool", default=False),
 )
 
 
-def check_steps(params):
-    """Refuse, before any API call, steps that name no pods or that would delete a whole namespace."""
-    for index, step in enumerate(params["steps"] or [params]):
-        what = "step {0}: ".format(step.get("name") or index) if params["steps"] else ""
-        if not (step.get("names") or step.get("label_selectors") or params["names"] or params["label_selectors"]):
-            raise TaskFailed(what + "give names or label_selectors")
-        if step.get("delete_matching") and not (step.get("label_selectors") or params["label_selectors"]):
-            raise TaskFailed(what + "delete_matching needs label_selectors: pod_wait does not delete a whole namespace")
-        if step.get("log_ready_pattern"):
-            try:
-                re.compile(step["log_ready_pattern"])
-            except re.error as error:
-                raise TaskFailed(what + "log_ready_pattern is not a valid regular expression: {0}".format(error))
+def check_params(params):
+    """Refuse, before any API call, a wait that names no pods or has an invalid log pattern."""
+    if not (params["names"] or params["label_selectors"]):
+        raise TaskFailed("give names or label_selectors")
+    if params["log_ready_pattern"]:
+        try:
+            re.compile(params["log_ready_pattern"])
+        except re.error as error:
+            raise TaskFailed("log_ready_pattern is not a valid regular expression: {0}".format(error))
 
 
 def run(params, check_mode, warn):
-    check_steps(params)
+    """Read-only: check mode changes nothing, so the wait runs as it would."""
+    del check_mode
+    check_params(params)
     try:
         client = k8s_client(params)
     except K8sApiError as error:
         raise TaskFailed(str(error))
-    runner = run_steps if params["steps"] else run_single
-    return runner(params, core_v1_api(client), CoreV1Reader(client), check_mode, warn)
+    result, error = wait_for(params, core_v1_api(client), CoreV1Reader(client), warn)
+    if error:
+        raise TaskFailed(error, **result)
+    return result

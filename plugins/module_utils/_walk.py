@@ -3,11 +3,15 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
 """The gpu_demo walk's judgement: what the hold, the queue and the release steps saw, against the walkthrough.
 
-From pod_wait's result of the walk (one step each: leftovers, hold, queue, release, delete) returns each
-step's result (a step that did not run says why), the hold's GPU evidence, the queue's FailedScheduling
-and ledger, the queue pod's evidence, and the checks of each phase in order. Judging stops after the first
+From what each step of the walk registered (pod_wait's waits for the hold, the queue, the release and the
+deletion; kubernetes.core.k8s's deletion of the hold) returns each step's
+result (a step that did not run says so), the hold's GPU evidence, the queue's FailedScheduling and ledger,
+the queue pod's evidence, and the checks of each phase in order. Judging stops after the first
 phase with a failed check, as the run does. Python rather than Jinja for the reason _preflight.py gives:
 three judges in Jinja were a fifth of the controller's time per node.
 """
@@ -20,28 +24,27 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import
 from ansible_collections.gpuops.scheduling.plugins.module_utils._judging import (
     as_int,
     joined,
+    k8s_deleted,
     reason,
     resource_entry,
-    steps_by_name,
     unique,
 )
 
 PHASES = ("hold", "queue", "release")
-STEPS = ("leftovers", "hold", "queue", "release", "delete")
+WAITS = ("hold", "queue", "release", "delete")
 
 
-def step_results(walk, leftovers_early=None):
-    """Each step's result by name; a step that did not run gets met false and why."""
-    steps = steps_by_name(walk)
-    if walk.get("failed_step"):
-        why = "not run: step {0} failed".format(walk["failed_step"])
-    else:
-        why = reason(walk) or "not run"
-    not_run = {"met": False, "error": why, "pods": []}
-    results = dict((name, steps.get(name, not_run)) for name in STEPS)
-    # Leftovers were removed either before the pre-flight (under the lock) or by the walk's first step.
-    if (leftovers_early or {}).get("deleted"):
-        results["leftovers"] = leftovers_early
+def step_results(waits, hold_removal=None):
+    """Each wait's result by name; a wait that did not run (never reached, or skipped) gets met false and why.
+
+    ``waits``: pod_wait's registered results by step name; ``hold_removal``: the kubernetes.core.k8s deletion of
+    the hold (the release's result gets its names as ``deleted``).
+    """
+    results = {}
+    for name in WAITS:
+        result = waits.get(name) or {}
+        results[name] = result if "met" in result else {"met": False, "error": "not run", "pods": []}
+    results["release"] = dict(results["release"], deleted=k8s_deleted(hold_removal))
     return results
 
 
@@ -154,14 +157,15 @@ def judge_release(release, hold_names, held_uuids, node, queue_name):
     return evidence, checks
 
 
-def judge_walk(walk, manifests, plan, settings, leftovers_early=None):
-    """pod_wait's walk result -> steps, evidence and the checks of each phase up to the first that failed.
+def judge_walk(waits, manifests, plan, settings, hold_removal=None):
+    """The walk's registered results -> steps, evidence and the checks of each phase up to the first that failed.
 
-    ``settings``: node, resource, namespace, queue_name.
+    ``waits``, ``hold_removal``: as step_results takes them; ``settings``: node, resource, namespace,
+    queue_name.
     """
     node, resource, queue_name = settings["node"], settings["resource"], settings["queue_name"]
     hold_names = [(manifest.get("metadata") or {}).get("name") for manifest in manifests.get("hold") or []]
-    steps = step_results(walk, leftovers_early)
+    steps = step_results(waits, hold_removal)
     judged = {"steps": steps, "hold_summary": {}, "queue_scheduling": {}, "during": {}, "queue_evidence": {}, "checks": []}
     summary, checks = judge_hold(steps["hold"], hold_names, plan, node, resource)
     judged.update(hold_summary=summary, checks=checks)

@@ -10,16 +10,15 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: pod_wait
-short_description: Create or delete pods, then wait for them to run, queue, finish or disappear, reacting to a watch at once
+short_description: Wait for pods to run, queue, finish or disappear, reacting to a watch at once
 version_added: 1.0.0
 description:
   - Lists the pods (by O(names) and/or O(label_selectors)) and then follows them with a Kubernetes
     watch from that list's resourceVersion, like C(kubectl wait), so it returns as soon as the
     condition holds instead of polling every few seconds.
-  - Can first create pods (O(create)) and delete pods (O(delete), O(delete_matching)), so that one
-    step of a pod workflow (create and wait until Running, delete and wait until gone) is one task.
-    Each Ansible task that talks to Kubernetes costs about a second of module start-up; while the
-    pods hold GPUs that second is what the pre-flight costs its users.
+  - Only waits and reads; M(kubernetes.core.k8s) creates and deletes the pods. C(wait) of
+    M(kubernetes.core.k8s) knows C(Ready) and conditions, polled (every O(kubernetes.core.k8s#module:wait_sleep)
+    seconds); this module also knows Pending for a resource, Succeeded and gone, and reacts to the watch at once.
   - Fails at once, without waiting for O(timeout), when a pod can no longer reach the condition
     (it failed, its image cannot be pulled, the device plugin rejected it at admission
     (C(UnexpectedAdmissionError)), its deadline passed (C(DeadlineExceeded)), it was scheduled when
@@ -40,7 +39,7 @@ options:
         deleted (which satisfies only O(condition=deleted)).
       - With O(label_selectors) as well, every matching pod is followed and reported (its transitions
         recorded), but only these must reach the condition.
-      - At least one of O(names) and O(label_selectors) is required (in each step, with O(steps)).
+      - At least one of O(names) and O(label_selectors) is required.
     type: list
     elements: str
   label_selectors:
@@ -49,109 +48,6 @@ options:
       - Without O(names), every matching pod must reach the condition and at least O(count) must exist.
     type: list
     elements: str
-  create:
-    description:
-      - Pod manifests to create before waiting, in order. A manifest without C(metadata.namespace)
-        goes to O(namespace).
-      - In check mode each creation is a server-side dry run (the API server validates and admits
-        the manifest) and the module does not wait.
-    type: list
-    elements: dict
-    default: []
-  delete:
-    description:
-      - Names of pods to delete before waiting (a pod that does not exist is skipped).
-      - In check mode the deletion is a server-side dry run and the module does not wait.
-    type: list
-    elements: str
-    default: []
-  delete_matching:
-    description:
-      - Delete every pod matching O(label_selectors) before waiting (one list, then one delete per pod
-        not already being deleted).
-    type: bool
-    default: false
-  steps:
-    description:
-      - Several steps in one call, in order; the module stops at the first step that fails. Each step
-        takes the options below; an option a step leaves out is the module's own.
-      - A task costs about a second of module start-up, during which nothing happens on the cluster.
-        While pods hold GPUs, run the steps that depend on each other as one call.
-      - Returns RV(steps) instead of the single-step return values.
-    type: list
-    elements: dict
-    suboptions:
-      name:
-        description: A name for the step, in its result (C(name)) and in error messages.
-        type: str
-      names:
-        description: As O(names).
-        type: list
-        elements: str
-      label_selectors:
-        description: As O(label_selectors).
-        type: list
-        elements: str
-      create:
-        description: As O(create).
-        type: list
-        elements: dict
-      delete:
-        description: As O(delete).
-        type: list
-        elements: str
-      delete_matching:
-        description: As O(delete_matching).
-        type: bool
-      dry_run:
-        description:
-          - As O(dry_run), for this step only; a dry-run step after real steps sees what they left.
-        type: bool
-      warn_on_delete:
-        description: As O(warn_on_delete).
-        type: bool
-      count:
-        description: As O(count).
-        type: int
-      condition:
-        description: As O(condition).
-        type: str
-        choices: [running, scheduled, unschedulable, succeeded, finished, deleted]
-      node:
-        description: As O(node).
-        type: str
-      timeout:
-        description: As O(timeout), for this step.
-        type: int
-      fail_on_unschedulable:
-        description: As O(fail_on_unschedulable).
-        type: bool
-      logs:
-        description: As O(logs).
-        type: bool
-      log_ready_pattern:
-        description: As O(log_ready_pattern).
-        type: str
-      events:
-        description: As O(events); the events of the pods that earlier steps saw are included.
-        type: bool
-      ledger_node:
-        description: As O(ledger_node).
-        type: str
-  dry_run:
-    description:
-      - Make O(create), O(delete) and O(delete_matching) server-side dry runs (as in check mode) and do
-        not wait. The API server validates and admits each manifest without storing it, which shows
-        what it would make of it (RV(admitted)) - priority and preemption policy from the
-        PriorityClass, defaults, admission errors - before anything is created.
-    type: bool
-    default: false
-  warn_on_delete:
-    description:
-      - Emit a warning naming the pods O(delete) or O(delete_matching) deleted (for example the
-        leftovers of an interrupted run).
-    type: bool
-    default: false
   count:
     description:
       - With O(label_selectors) and no O(names), the number of pods expected (default 1, or 0 for
@@ -159,7 +55,6 @@ options:
     type: int
   condition:
     description:
-      - Without a condition the module only creates and deletes, and reports the pods as they are.
       - V(running) - every pod is C(Running) and bound to a node.
       - V(scheduled) - every pod is bound to a node (C(PodScheduled=True)).
       - V(unschedulable) - every pod is C(Pending) with C(PodScheduled=False), reason C(Unschedulable),
@@ -169,6 +64,7 @@ options:
       - V(deleted) - no pod is left.
     type: str
     choices: [running, scheduled, unschedulable, succeeded, finished, deleted]
+    required: true
   node:
     description:
       - The node the pods must be on. A pod bound to another node fails the wait at once.
@@ -177,11 +73,6 @@ options:
     description: Seconds to wait before failing.
     type: int
     default: 120
-  grace_period:
-    description:
-      - Grace period in seconds for O(delete) and O(delete_matching); the pods' own
-        C(terminationGracePeriodSeconds) when omitted.
-    type: int
   fail_on_unschedulable:
     description:
       - For V(running), V(scheduled), V(succeeded) and V(finished), fail at once when the scheduler
@@ -217,7 +108,7 @@ options:
     default: false
   event_pod_uids:
     description:
-      - With O(events), also return the events of these pods (UIDs), for example pods of earlier steps
+      - With O(events), also return the events of these pods (UIDs), for example pods of earlier waits
         that are already gone.
     type: list
     elements: str
@@ -233,6 +124,12 @@ options:
     type: list
     elements: str
     default: [nvidia.com/gpu]
+  warn_gone:
+    description:
+      - For O(condition=deleted), emit a warning naming the pods the wait saw go or found gone (for example
+        the leftovers of an interrupted run that a M(kubernetes.core.k8s) task just deleted).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - ansible.builtin.action_common_attributes
@@ -242,8 +139,7 @@ attributes:
   check_mode:
     support: full
     details:
-      - A wait only reads. With O(create), O(delete) or O(delete_matching) the writes are server-side
-        dry runs and nothing is waited for.
+      - The module only reads; in check mode it waits as it would otherwise.
   diff_mode:
     support: none
   platform:
@@ -256,8 +152,7 @@ notes:
   - Times are the controller's clock when a change was seen (exact to a few milliseconds), or the API
     server's own timestamps (whole seconds) for what had already happened when the wait started.
   - The user needs C(list) and C(watch) on pods, C(get) on C(pods/log) for O(logs), C(list) and
-    C(watch) on events for O(condition=unschedulable) and O(events), C(create) on pods for O(create),
-    C(delete) on pods for O(delete) and O(delete_matching).
+    C(watch) on events for O(condition=unschedulable) and O(events).
 seealso:
   - module: kubernetes.core.k8s
   - module: kubernetes.core.k8s_info
@@ -267,11 +162,14 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Create the hold pod and wait until it runs on the node and has printed its GPUs
+- name: Create the hold pod
+  kubernetes.core.k8s:
+    state: present
+    definition: "{{ lookup('ansible.builtin.template', 'hold-pod.yaml.j2') | ansible.builtin.from_yaml }}"
+
+- name: Wait until it runs on the node and has printed its GPUs
   gpuops.scheduling.pod_wait:
     namespace: gpu-operator
-    create:
-      - "{{ lookup('ansible.builtin.template', 'hold-pod.yaml.j2') | ansible.builtin.from_yaml }}"
     names: [gpu-demo-hold]
     condition: running
     node: prod102
@@ -289,11 +187,12 @@ EXAMPLES = r"""
     count: 4
     condition: running
 
-- name: Wait until the queue pod is refused by the scheduler
+- name: Wait until the queue pod is refused by the scheduler, and read the node's ledger
   gpuops.scheduling.pod_wait:
     namespace: gpu-operator
     names: [gpu-demo-queue]
     condition: unschedulable
+    ledger_node: prod102
     timeout: 60
   register: queued
 
@@ -301,51 +200,26 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: "{{ queued.failed_scheduling[0].message }}"
 
-- name: Delete the hold pod, then wait for the queue pod to succeed, following both
+- name: Delete the hold pod
+  kubernetes.core.k8s:
+    state: absent
+    kind: Pod
+    namespace: gpu-operator
+    name: gpu-demo-hold
+
+- name: Wait for the queue pod to succeed, following the hold as it goes, and read the queue pod's log
   gpuops.scheduling.pod_wait:
     namespace: gpu-operator
     label_selectors: [gpuops.scheduling/run-id=20261012T080102-prod102]
-    delete: [gpu-demo-hold]
     names: [gpu-demo-queue]
     condition: succeeded
     node: prod102
     logs: true
 
-- name: Hold, queue and release in one call, so that the GPUs are held only as long as the steps take
+- name: Wait until every pod of the run is gone, with their events
   gpuops.scheduling.pod_wait:
     namespace: gpu-operator
     label_selectors: [gpuops.scheduling/run-id=20261012T080102-prod102]
-    node: prod102
-    steps:
-      - name: hold
-        create: "{{ hold_manifests }}"
-        names: [gpu-demo-hold]
-        condition: running
-        log_ready_pattern: "gpuops: evidence complete"
-        fail_on_unschedulable: true
-      - name: queue
-        create: "{{ queue_manifests }}"
-        names: [gpu-demo-queue]
-        condition: unschedulable
-        ledger_node: prod102
-      - name: release
-        delete: [gpu-demo-hold]
-        names: [gpu-demo-queue]
-        condition: succeeded
-        logs: true
-      - name: delete
-        delete_matching: true
-        condition: deleted
-  register: walk
-
-- name: Remove every pod of earlier runs on this node, with a warning, and wait until they are gone
-  gpuops.scheduling.pod_wait:
-    namespace: gpu-operator
-    label_selectors:
-      - app.kubernetes.io/managed-by=gpuops.scheduling
-      - gpuops.scheduling/node=prod102
-    delete_matching: true
-    warn_on_delete: true
     condition: deleted
     events: true
 """
@@ -353,14 +227,14 @@ EXAMPLES = r"""
 RETURN = r"""
 condition:
   description: The condition waited for.
-  returned: unless O(steps) is set
+  returned: always
   type: str
   sample: running
 pods:
   description:
     - The pods, as last seen - those of O(names) first, in that order, then the other pods followed
       (matching O(label_selectors)), by name.
-  returned: unless O(steps) is set
+  returned: always
   type: list
   elements: dict
   contains:
@@ -430,12 +304,12 @@ transitions:
   description:
     - Per pod, the epoch time of each transition known (created, unschedulable, scheduled, running,
       succeeded, failed, deleting, deleted).
-  returned: unless O(steps) is set
+  returned: always
   type: dict
   sample: {"gpu-demo-hold": {"created": 1791792062.0, "scheduled": 1791792062.412, "running": 1791792063.105}}
 exact:
   description: Per pod, the transitions this wait saw happen (the others come from API timestamps).
-  returned: unless O(steps) is set
+  returned: always
   type: dict
   sample: {"gpu-demo-hold": ["running", "scheduled"]}
 failed_scheduling:
@@ -459,25 +333,6 @@ events:
   elements: dict
   sample: [{"at": "2026-10-12T08:01:02.000Z", "type": "Normal", "reason": "Scheduled", "source": "default-scheduler",
             "pod": "gpu-demo-hold", "message": "Successfully assigned gpu-operator/gpu-demo-hold to prod102"}]
-admitted:
-  description:
-    - Per pod O(create) created (or would create), what the API server admitted - C(priority),
-      C(priority_class_name), C(preemption_policy) (from the PriorityClass), C(node_selector), C(tolerations).
-  returned: unless O(steps) is set
-  type: dict
-  sample: {"gpu-demo-hold": {"priority": 0, "priority_class_name": "gpuops-preflight-no-preempt", "preemption_policy": "Never"}}
-created:
-  description: Names of the pods this call created (or would create, in check mode).
-  returned: unless O(steps) is set
-  type: list
-  elements: str
-  sample: [gpu-demo-queue]
-deleted:
-  description: Names of the pods this call deleted (or would delete, in check mode).
-  returned: unless O(steps) is set
-  type: list
-  elements: str
-  sample: [gpu-demo-hold]
 started_at:
   description: When the wait started (ISO 8601, controller clock).
   returned: always
@@ -489,26 +344,13 @@ finished_at:
   type: str
   sample: "2026-10-12T08:01:05.012Z"
 elapsed:
-  description: Seconds the call took, creation and deletion included.
+  description: Seconds the call took.
   returned: always
   type: float
   sample: 2.667
-steps:
-  description:
-    - With O(steps), one result per step that ran (the last one failed when the module failed), each with
-      the single-step return values above (RV(pods), RV(transitions), RV(failed_scheduling), ...) and C(name).
-  returned: when O(steps) is set
-  type: list
-  elements: dict
-  sample: [{"name": "hold", "met": true, "condition": "running", "elapsed": 0.31, "pods": []}]
-failed_step:
-  description: With O(steps), the name of the step that failed, null on success.
-  returned: when O(steps) is set
-  type: str
-  sample: null
 met:
   description:
-    - Whether everything asked for was done and the condition reached. False on failure, so that a task
+    - Whether the condition was reached (and the logs, events and ledger asked for were read). False on failure, so that a task
       that sets C(failed_when) to false can judge the outcome itself.
   returned: always
   type: bool
@@ -525,7 +367,7 @@ error:
   type: str
   sample: null
 api_requests:
-  description: HTTP requests made to the API server (lists, watches, log reads, deletions).
+  description: HTTP requests made to the API server (lists, watches, log and event reads).
   returned: always
   type: int
   sample: 3

@@ -193,6 +193,28 @@ def test_mig_resource_hands_over_mig_devices(sim, topology, tmp_path):
     assert run.markdown.read_text().startswith("# Walking nvidia.com/mig-1g.10gb through the scheduler on prod102")
 
 
+def test_a_node_whose_hostname_label_is_not_its_name(sim, topology, tmp_path):
+    """Cloud providers and --hostname-override setups: kubernetes.io/hostname is not the node's name. The demo pods
+    are pinned by the node's name (matchFields metadata.name) and land on it whatever its labels; a pin by the
+    hostname label, as the role had, leaves the hold Pending and the run says so."""
+    topology("default")
+    sim.kubectl("label", "node", "prod102", "kubernetes.io/hostname=ip-10-0-1-47.ec2.internal", "--overwrite")
+    try:
+        run = run_demo(sim, tmp_path)
+        assert_clean_pass(run)
+        spec = run.result["pods"]["hold"][0]["spec"]
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["prod102"]}]}]
+        assert "nodeSelector" not in spec
+        # the wrong world: the old pin by label finds no node, and the run names why at once
+        run = run_demo(sim, tmp_path, {"gpu_demo_node_selector": {"kubernetes.io/hostname": "prod102"}})
+        assert run.rc != 0 and "hold_running" in run.result["failed_checks"], run.result["failed_checks"]
+        assert "node affinity/selector" in run.check("hold_running")["detail"], run.check("hold_running")["detail"]
+        assert run.result["durations"]["walk"] < 10, run.result["durations"]
+    finally:
+        sim.kubectl("label", "node", "prod102", "kubernetes.io/hostname=prod102", "--overwrite")
+
+
 def test_busy_node_is_refused_and_nothing_is_created(sim, topology, tmp_path):
     before = topology("busy")
     run = run_demo(sim, tmp_path)

@@ -10,8 +10,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.scheduling.plugins.filter.scheduling import gpu_demo_cleanup
 from ansible_collections.gpuops.scheduling.plugins.module_utils._cleanup import judge_cleanup
 
+# removal: kubernetes.core.k8s state=absent's result for the one pod it deleted.
 SETTINGS = {"node": "prod102", "resource": "nvidia.com/gpu", "run_id": "20261130t021500-1a2b3c",
-            "vllm_url": "http://127.0.0.1:18000/health"}
+            "vllm_url": "http://127.0.0.1:18000/health",
+            "removal": {"changed": True, "result": {"metadata": {"name": "gpu-demo-queue"}}}}
 VLLM = {"healthy": True, "status": 200, "latency_ms": 3.1, "error": None}
 BEFORE = {"allocatable": 1, "held_by_others": 0, "others": [], "vllm": dict(VLLM)}
 
@@ -20,7 +22,7 @@ def deleted(holders=(), left=(), met=True):
     ledger = {"nodes": {"prod102": {"resources": {"nvidia.com/gpu": {
         "allocatable": 1, "requested": sum(holder["units"] for holder in holders), "limits": 0, "free": 1,
         "holders": list(holders)}}}}}
-    return {"met": met, "deleted": ["gpu-demo-queue"], "ledger": ledger,
+    return {"met": met, "ledger": ledger,
             "pods": [{"name": name, "exists": True} for name in left] + [{"name": "gpu-demo-queue", "exists": False}]}
 
 

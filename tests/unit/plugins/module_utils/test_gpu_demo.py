@@ -241,3 +241,16 @@ def test_lanes_keep_life_order_for_equal_times():
     lanes = pod_lanes({"h": {"created": 1.0, "scheduled": 1.0, "running": 1.0, "deleted": 2.0}}, 0.0, 3.0)
     assert [segment["state"] for segment in lanes[0]["segments"]] == ["pending", "starting", "running"]
     assert lanes[0]["segments"][-1] == {"state": "running", "start": 1.0, "end": 2.0}
+
+
+def test_a_pod_a_later_wait_no_longer_finds_was_gone_by_that_waits_start():
+    """kubernetes.core.k8s deleted the hold between two waits: no watch saw it go, the next wait's start bounds it."""
+    hold_wait = {"started_at": "2026-10-12T08:01:02.000Z", "transitions": {"h": {"created": 1791792062.0, "running": 1791792062.5}}}
+    release_wait = {"started_at": "2026-10-12T08:01:04.250Z", "transitions": {"q": {"created": 1791792063.0}}}
+    delete_wait = {"started_at": "2026-10-12T08:01:06.000Z", "transitions": {}}
+    merged = merge_transitions([hold_wait, release_wait, delete_wait])
+    assert merged["h"]["deleted"] == 1791792064.25 and merged["q"]["deleted"] == 1791792066.0
+    # a deletion a watch saw is kept; a wait without a start proves nothing
+    seen = dict(release_wait, transitions={"q": {"created": 1791792063.0, "deleted": 1791792065.1}})
+    assert merge_transitions([hold_wait, seen, delete_wait])["q"]["deleted"] == 1791792065.1
+    assert "deleted" not in merge_transitions([hold_wait, {"transitions": {}}])["h"]

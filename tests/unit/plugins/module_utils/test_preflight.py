@@ -4,6 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The pre-flight's judgement of a node: before-state, plan, checks and their reasons."""
 
+import json
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
@@ -142,54 +144,63 @@ def test_the_filter_names_a_missing_setting_and_a_wrong_input():
 CLASS = "gpuops-preflight-no-preempt"
 
 
-def admit_step(**fields):
-    step = {"name": "admit", "met": True, "created": ["gpu-demo-hold", "gpu-demo-queue"],
-            "admitted": {"gpu-demo-hold": {"preemption_policy": "Never"}, "gpu-demo-queue": {"preemption_policy": "Never"}}}
-    step.update(fields)
-    return step
+def admitted(name, policy="Never"):
+    """One pod as the API server's dry run returns it (kubernetes.core.k8s's result in check mode)."""
+    return {"changed": True, "method": "create",
+            "result": {"metadata": {"name": name}, "spec": {"priority": 0, "priorityClassName": CLASS, "preemptionPolicy": policy}}}
 
 
-def admission_checks(calls, create=True):
-    judged = judge_admission(calls, CLASS, create)
+def dry_run(*pods):
+    """kubernetes.core.k8s's result for several definitions: result.results."""
+    return {"changed": True, "result": {"results": list(pods)}}
+
+
+def status_error(message):
+    """kubernetes.core.k8s's failure when the API server refuses the dry run: the Status quoted as Python bytes."""
+    body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": 404}).encode()
+    return {"failed": True, "error": 404, "status": 404, "msg": "Failed to create object: {0!r}".format(body)}
+
+
+def admission_checks(result, create=True):
+    judged = judge_admission(result, CLASS, create)
     return judged, dict((check["id"], (check["passed"], check["detail"])) for check in judged["checks"])
 
 
 def test_pods_the_api_server_admits_without_preemption():
-    leftovers = {"name": "leftovers", "met": True, "deleted": ["gpu-demo-hold"]}
-    judged, checks = admission_checks({"steps": [leftovers, admit_step()]})
+    judged, checks = admission_checks(dry_run(admitted("gpu-demo-hold"), admitted("gpu-demo-queue")))
     assert checks == {
         "demo_pods_admitted": (True, "the API server admits the 2 demo pod(s) (dry run)"),
         "demo_pods_never_preempt": (True, "PriorityClass gpuops-preflight-no-preempt gives the demo pods preemptionPolicy Never"),
     }
-    assert judged["leftovers_early"] == leftovers and judged["priority_class_missing"] is False
+    assert judged == {"priority_class_missing": False, "checks": judged["checks"]}
+    # one definition: kubernetes.core returns its object as the result itself
+    assert admission_checks(admitted("gpu-demo-queue"))[1]["demo_pods_admitted"][1] == "the API server admits the 1 demo pod(s) (dry run)"
 
 
 def test_a_class_that_lets_demo_pods_preempt_is_refused():
-    step = admit_step(admitted={"gpu-demo-hold": {"preemption_policy": "PreemptLowerPriority"}})
-    _judged, checks = admission_checks({"steps": [step]})
+    _judged, checks = admission_checks(dry_run(admitted("gpu-demo-hold", "PreemptLowerPriority"), admitted("gpu-demo-queue")))
     assert checks["demo_pods_never_preempt"] == (
-        False, "PriorityClass gpuops-preflight-no-preempt gives the demo pods preemptionPolicy PreemptLowerPriority: it must be "
-               "Never, so that a demo pod never evicts anything")
+        False, "PriorityClass gpuops-preflight-no-preempt gives the demo pods preemptionPolicy PreemptLowerPriority, Never: it must "
+               "be Never, so that a demo pod never evicts anything")
 
 
 def test_a_missing_class_the_run_creates_is_no_refusal_unless_it_may_not():
-    missing = admit_step(met=False, error="pods \"gpu-demo-hold\" is forbidden: no PriorityClass with name "
-                                          "gpuops-preflight-no-preempt was found", admitted={}, created=[])
-    judged, checks = admission_checks({"steps": [missing]})
+    message = 'pods "gpu-demo-hold" is forbidden: no PriorityClass with name gpuops-preflight-no-preempt was found'
+    missing = status_error(message)
+    judged, checks = admission_checks(missing)
     assert judged["priority_class_missing"] is True
     assert checks == {
         "demo_pods_admitted": (True, "PriorityClass gpuops-preflight-no-preempt does not exist yet: the run creates it "
                                      "(value 0, preemptionPolicy Never)"),
         "demo_pods_never_preempt": (True, "the run creates PriorityClass gpuops-preflight-no-preempt with preemptionPolicy Never"),
     }
-    _judged, checks = admission_checks({"steps": [missing]}, create=False)
-    assert checks == {"demo_pods_admitted": (False, missing["error"])}
+    _judged, checks = admission_checks(missing, create=False)
+    assert checks == {"demo_pods_admitted": (False, message)}
 
 
 def test_a_dry_run_that_failed_otherwise_gives_one_reason():
-    _judged, checks = admission_checks({"steps": [admit_step(met=False, error="namespaces \"nope\" not found", admitted={})]})
-    assert checks == {"demo_pods_admitted": (False, "namespaces \"nope\" not found")}
+    _judged, checks = admission_checks(status_error('namespaces "nope" not found'))
+    assert checks == {"demo_pods_admitted": (False, 'namespaces "nope" not found')}
     judged, checks = admission_checks({"failed": True, "msg": "could not reach https://127.0.0.1:16443"})
     assert checks == {"demo_pods_admitted": (False, "could not reach https://127.0.0.1:16443")}
-    assert judged["leftovers_early"] == {}
-    assert admission_checks({})[1] == {"demo_pods_admitted": (False, "dry run not run")}
+    assert admission_checks({})[1] == {"demo_pods_admitted": (False, "dry run failed")}

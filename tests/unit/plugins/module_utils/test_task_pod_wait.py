@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""pod_wait's task function (list + watch loop) against a scripted CoreV1Api (no cluster)."""
+"""pod_wait's task function (list + watch loop) against a scripted CoreV1Api (no cluster): it only waits and reads."""
 
 import json
 
@@ -89,16 +89,6 @@ class FakeApi:
         texts = self.logs.get(name) or [""]
         return _LogResponse(texts.pop(0) if len(texts) > 1 else texts[0])
 
-    def delete_namespaced_pod(self, name, namespace, **kwargs):
-        self.calls.append(("delete", name, kwargs.get("dry_run")))
-        if not any(item["metadata"]["name"] == name for item in self.pods):
-            raise ApiException(status=404, reason="Not Found")
-        return Response({})
-
-    def delete_collection_namespaced_pod(self, namespace, **kwargs):
-        self.calls.append(("deletecollection", kwargs.get("label_selector")))
-        return Response({"items": self.pods})
-
 
 class _LogResponse:
     def __init__(self, text):
@@ -106,16 +96,14 @@ class _LogResponse:
 
 
 class FakeModule:
-    def __init__(self, check_mode=False, **params):
+    def __init__(self, **params):
         defaults = dict(namespace="gpu-operator", names=None, label_selectors=None, count=None, node=None, timeout=5,
-                        create=[], delete=[], delete_matching=False, dry_run=False, warn_on_delete=False, grace_period=None,
-                        fail_on_unschedulable=False,
+                        fail_on_unschedulable=False, warn_gone=False,
                         fatal_reasons=list(pod_wait.DEFAULT_FATAL_REASONS), logs=False, log_ready_pattern=None,
                         log_limit_bytes=65536, events=False, event_pod_uids=[], ledger_node=None,
                         ledger_resources=["nvidia.com/gpu"])
         defaults.update(params)
         self.params = defaults
-        self.check_mode = check_mode
         self.failed = None
         self.warnings = []
 
@@ -128,18 +116,12 @@ class FakeModule:
 
 
 def run(module, api, reader=None):
-    """One step, failing as the module does (fail_json with the result so far)."""
-    try:
-        return pod_wait.run_single(module.params, api, reader, module.check_mode, module.warn)
-    except TaskFailed as failure:
-        module.fail_json(msg=failure.msg, **failure.result)
-
-
-def run_steps(module, api, reader=None):
-    try:
-        return pod_wait.run_steps(module.params, api, reader, module.check_mode, module.warn)
-    except TaskFailed as failure:
-        module.fail_json(msg=failure.msg, **failure.result)
+    """One wait, failing as the module does (fail_json with the result so far)."""
+    pod_wait.check_params(module.params)
+    result, error = pod_wait.wait_for(module.params, api, reader, module.warn)
+    if error:
+        module.fail_json(msg=error, **result)
+    return result
 
 
 def event(reason, message, uid="uid-gpu-demo-queue", name="gpu-demo-queue"):
@@ -200,35 +182,51 @@ def test_timeout_names_pods_and_reasons(monkeypatch):
                                            "gpu-demo-queue: Pending (Unschedulable: 0/1 nodes are available")
 
 
-def test_delete_by_name_then_wait_gone():
-    holding = make_pod("gpu-demo-hold", phase="Running", node="prod102", scheduled=True)
-    api = FakeApi(pods=[holding], watches=[[("MODIFIED", make_pod("gpu-demo-hold", phase="Running", deleting=True)),
-                                            ("DELETED", make_pod("gpu-demo-hold", phase="Running", deleting=True))]])
-    result = run(FakeModule(names=["gpu-demo-hold", "gpu-demo-hold-gone"], condition="deleted",
-                            delete=["gpu-demo-hold", "gpu-demo-hold-gone"]), api)
-    assert result["changed"] is True
-    assert result["deleted"] == ["gpu-demo-hold"]
-    assert "deleted" in result["exact"]["gpu-demo-hold"]
-    assert result["pods"][0]["exists"] is False
-
-
-def test_delete_in_check_mode_is_a_dry_run_without_wait():
-    api = FakeApi(pods=[make_pod("gpu-demo-hold", phase="Running")])
-    result = run(FakeModule(check_mode=True, names=["gpu-demo-hold"], condition="deleted",
-                            delete=["gpu-demo-hold"]), api)
-    assert result["changed"] is True
-    assert ("delete", "gpu-demo-hold", "All") in api.calls
-    assert not [call for call in api.calls if call[:2] == ("pods", "watch")]
-
-
-def test_delete_matching_by_label():
-    api = FakeApi(pods=[make_pod("b"), make_pod("a"), make_pod("c", deleting=True)],
-                  watches=[[("DELETED", make_pod(name)) for name in ("a", "b", "c")]])
-    module = FakeModule(label_selectors=["gpuops.scheduling/run-id=x"], condition="deleted", delete_matching=True,
-                        warn_on_delete=True)
+def test_deleted_waits_until_gone_and_names_them_in_a_warning():
+    holding = make_pod("gpu-demo-hold", phase="Running", node="prod102", scheduled=True, deleting=True)
+    api = FakeApi(pods=[holding], watches=[[("DELETED", holding)]])
+    module = FakeModule(names=["gpu-demo-hold", "gpu-demo-hold-gone"], condition="deleted", warn_gone=True)
     result = run(module, api)
-    assert result["deleted"] == ["b", "a"]
-    assert module.warnings == ["deleted 2 pod(s) in namespace gpu-operator: b, a"]
+    assert result["changed"] is False and result["met"] is True
+    assert "deleted" in result["exact"]["gpu-demo-hold"]
+    assert [pod["exists"] for pod in result["pods"]] == [False, False]
+    assert module.warnings == ["2 pod(s) in namespace gpu-operator gone: gpu-demo-hold, gpu-demo-hold-gone"]
+    # read-only: one list and one watch, nothing written
+    assert [call[:2] for call in api.calls] == [("pods", "list"), ("pods", "watch")]
+
+
+def test_deleted_by_label_waits_for_every_match_and_warns_only_when_asked():
+    api = FakeApi(pods=[make_pod("b", deleting=True), make_pod("a", deleting=True)],
+                  watches=[[("DELETED", make_pod("a"))], [("DELETED", make_pod("b"))]])
+    module = FakeModule(label_selectors=["gpuops.scheduling/run-id=x"], condition="deleted")
+    result = run(module, api)
+    assert sorted(pod["name"] for pod in result["pods"]) == ["a", "b"]
+    assert module.warnings == []
+    assert len([call for call in api.calls if call[:2] == ("pods", "watch")]) == 2
+
+
+def test_a_pod_that_never_goes_times_out_naming_it(monkeypatch):
+    ticks = iter(range(1000))
+    monkeypatch.setattr(pod_wait.time, "time", lambda: float(next(ticks)))
+    api = FakeApi(pods=[make_pod("h", phase="Running", node="prod102", deleting=True)], watches=[[]])
+    module = FakeModule(names=["h"], condition="deleted", timeout=3, warn_gone=True)
+    with pytest.raises(SystemExit):
+        run(module, api)
+    assert module.failed["msg"].startswith("timed out after 3s waiting for h to be deleted: h: Running")
+    assert module.warnings == []
+
+
+def test_a_wait_needs_names_or_selectors_and_a_valid_log_pattern():
+    with pytest.raises(TaskFailed, match="give names or label_selectors"):
+        pod_wait.check_params(FakeModule(condition="running").params)
+    with pytest.raises(TaskFailed, match="log_ready_pattern is not a valid regular expression"):
+        pod_wait.check_params(FakeModule(names=["h"], condition="running", log_ready_pattern="(").params)
+
+
+def test_the_module_has_no_write_options():
+    assert not set(pod_wait.OPTIONS) & {"create", "delete", "delete_matching", "dry_run", "grace_period",
+                                        "warn_on_delete", "steps"}
+    assert pod_wait.OPTIONS["condition"]["required"] is True
 
 
 def test_resource_version_too_old_lists_again():
@@ -256,47 +254,15 @@ def test_events_are_returned_on_failure_too():
     assert module.failed["events"][0]["reason"] == "Scheduled"
 
 
-def test_create_then_wait_and_follow_other_pods_of_the_selector():
+def test_the_wait_follows_other_pods_of_the_selector():
     queue = make_pod("gpu-demo-queue")
-    api = FakeApi(pods=[make_pod("gpu-demo-hold", phase="Running", node="prod102", scheduled=True, started=True)],
-                  watches=[[("ADDED", queue), ("MODIFIED", make_pod("gpu-demo-queue", scheduled="Unschedulable"))]],
+    api = FakeApi(pods=[make_pod("gpu-demo-hold", phase="Running", node="prod102", scheduled=True, started=True), queue],
+                  watches=[[("MODIFIED", make_pod("gpu-demo-queue", scheduled="Unschedulable"))]],
                   events=[event("FailedScheduling", SEED)])
-    created = []
-
-    def create(namespace, body, **kwargs):
-        created.append((namespace, body["metadata"]["name"], kwargs.get("dry_run")))
-        api.pods = api.pods + [queue]
-        return Response(body)
-
-    api.create_namespaced_pod = create
-    result = run(FakeModule(create=[{"metadata": {"name": "gpu-demo-queue"}}], names=["gpu-demo-queue"],
-                            label_selectors=["run=1"], condition="unschedulable"), api)
-    assert created == [("gpu-operator", "gpu-demo-queue", None)]
-    assert result["created"] == ["gpu-demo-queue"] and result["changed"] is True
-    assert [pod["name"] for pod in result["pods"]] == ["gpu-demo-queue", "gpu-demo-hold"]
-    assert result["pods"][1]["phase"] == "Running"
+    result = run(FakeModule(names=["gpu-demo-queue"], label_selectors=["run=1"], condition="unschedulable"), api)
+    assert sorted(pod["name"] for pod in result["pods"]) == ["gpu-demo-hold", "gpu-demo-queue"]
+    assert [pod["phase"] for pod in result["pods"] if pod["name"] == "gpu-demo-hold"] == ["Running"]
     assert len(result["failed_scheduling"]) == 1
-
-
-def test_create_in_check_mode_is_a_dry_run():
-    api = FakeApi(pods=[])
-    calls = []
-    api.create_namespaced_pod = lambda namespace, body, **kwargs: calls.append(kwargs.get("dry_run")) or Response(body)
-    result = run(FakeModule(check_mode=True, create=[{"metadata": {"name": "x"}}], names=["x"],
-                            condition="running"), api)
-    assert calls == ["All"]
-    assert result["created"] == ["x"]
-    assert not [call for call in api.calls if call[:2] == ("pods", "watch")]
-
-
-def test_dry_run_reports_what_admission_made_of_the_pod():
-    api = FakeApi(pods=[])
-    admitted = {"metadata": {"name": "h"}, "spec": {"priority": 0, "priorityClassName": "np", "preemptionPolicy": "Never"}}
-    api.create_namespaced_pod = lambda namespace, body, **kwargs: Response(dict(admitted, dry=kwargs.get("dry_run")))
-    result = run(FakeModule(dry_run=True, create=[{"metadata": {"name": "h"}}], names=["h"], condition=None), api)
-    assert result["admitted"]["h"]["preemption_policy"] == "Never"
-    assert result["changed"] is False
-    assert result["transitions"] == {}
 
 
 class FakeReader:
@@ -324,49 +290,3 @@ def test_ledger_is_read_once_the_condition_holds():
     with pytest.raises(SystemExit):
         run(module, api, reader=FakeReader(node))
     assert "node 'prod999' not found" in module.failed["msg"]
-
-
-class StepModule(FakeModule):
-    def __init__(self, steps, **params):
-        super().__init__(**params)
-        self.params["steps"] = steps
-
-
-def test_steps_run_in_order_and_stop_at_the_first_failure():
-    running = make_pod("h", phase="Running", node="prod102", scheduled=True)
-    api = FakeApi(pods=[running], events=[event("FailedScheduling", SEED, uid="uid-q", name="q")])
-    steps = [
-        {"name": "hold", "names": ["h"], "condition": "running"},
-        {"name": "queue", "names": ["q"], "condition": "unschedulable"},
-        {"name": "never", "names": ["h"], "condition": "deleted"},
-    ]
-    module = StepModule(steps, label_selectors=["run=1"], node="prod102")
-    with pytest.raises(SystemExit):
-        run_steps(module, api)
-    failed = module.failed
-    assert [step["name"] for step in failed["steps"]] == ["hold", "queue"]
-    assert failed["failed_step"] == "queue"
-    assert failed["msg"].startswith("step queue: pod q will not become unschedulable: the pod does not exist")
-    assert failed["steps"][0]["met"] is True and failed["steps"][1]["met"] is False
-
-
-def test_steps_inherit_the_module_options():
-    api = FakeApi(pods=[make_pod("h", phase="Running", node="prod999", scheduled=True)])
-    module = StepModule([{"names": ["h"], "condition": "running"}], node="prod102")
-    with pytest.raises(SystemExit):
-        run_steps(module, api)
-    assert "scheduled on prod999, not on prod102" in module.failed["msg"]
-
-
-def test_dry_run_applies_to_its_own_step_only():
-    pod = make_pod("h", phase="Running", node="prod102", scheduled=True)
-    api = FakeApi(pods=[pod], watches=[[("DELETED", pod)]])
-    steps = [
-        {"name": "admit", "names": ["h"], "delete": ["h"], "dry_run": True, "condition": "deleted"},
-        {"name": "remove", "names": ["h"], "delete": ["h"], "condition": "deleted"},
-    ]
-    result = run_steps(StepModule(steps, label_selectors=["run=1"]), api)
-    deletes = [call for call in api.calls if call[0] == "delete"]
-    assert deletes == [("delete", "h", "All"), ("delete", "h", None)]
-    assert [step["changed"] for step in result["steps"]] == [False, True]
-    assert result["met"] is True

@@ -2,7 +2,8 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The gpu_demo walk's judgement (module_utils/_walk.py) over pod_wait results shaped like the simulated cluster's."""
+"""The gpu_demo walk's judgement (module_utils/_walk.py) over pod_wait and kubernetes.core.k8s results shaped like the
+simulated cluster's."""
 
 import copy
 
@@ -26,8 +27,17 @@ def log(uuid):
             "gpuops: evidence complete\n").format(uuid)
 
 
+# kubernetes.core.k8s state=absent on the hold's one manifest: the deleted object is its result.
+HOLD_REMOVAL = {"changed": True, "method": "delete", "result": {"metadata": {"name": "gpu-demo-hold"}, "status": {"phase": "Running"}}}
+
+
+def judge(waits, manifests=None, plan=None, settings=None, hold_removal=None):
+    return judge_walk(waits, manifests or MANIFESTS, plan or PLAN, settings or SETTINGS,
+                      HOLD_REMOVAL if hold_removal is None else hold_removal)
+
+
 def walk():
-    """The walk as pod_wait returned it on the simulated cluster, every step met."""
+    """The walk's waits as pod_wait returned them on the simulated cluster, every one met."""
     hold_pod = {"name": "gpu-demo-hold", "phase": "Running", "node_name": "prod102", "preemption_policy": "Never",
                 "exists": True, "log": log(UUID)}
     queue_pod = {"name": "gpu-demo-queue", "phase": "Pending", "node_name": None, "pod_ip": None, "exists": True}
@@ -35,17 +45,15 @@ def walk():
         "allocatable": 1, "requested": 1, "limits": 1, "free": 0,
         "holders": [{"namespace": "gpu-operator", "name": "gpu-demo-hold", "units": 1}]}}}},
         "pending": [{"namespace": "gpu-operator", "name": "gpu-demo-queue", "requests": {"nvidia.com/gpu": 1}}]}
-    return {"met": True, "failed_step": None, "error": None, "steps": [
-        {"name": "leftovers", "met": True, "deleted": [], "pods": []},
-        {"name": "hold", "met": True, "elapsed": 0.231, "pods": [hold_pod]},
-        {"name": "queue", "met": True, "elapsed": 0.1, "pods": [dict(hold_pod, log=None), queue_pod], "ledger": ledger,
-         "failed_scheduling": [{"message": SEED, "from_event": True,
-                                "parsed": {"insufficient": ["nvidia.com/gpu"]}}]},
-        {"name": "release", "met": True, "elapsed": 0.215, "deleted": ["gpu-demo-hold"],
-         "pods": [dict(hold_pod, exists=False, log=None),
-                  dict(queue_pod, phase="Succeeded", node_name="prod102", log=log(UUID))]},
-        {"name": "delete", "met": True, "deleted": ["gpu-demo-queue"], "pods": []},
-    ]}
+    return {
+        "hold": {"met": True, "elapsed": 0.231, "pods": [hold_pod]},
+        "queue": {"met": True, "elapsed": 0.1, "pods": [dict(hold_pod, log=None), queue_pod], "ledger": ledger,
+                  "failed_scheduling": [{"message": SEED, "from_event": True, "parsed": {"insufficient": ["nvidia.com/gpu"]}}]},
+        "release": {"met": True, "elapsed": 0.215,
+                    "pods": [dict(hold_pod, exists=False, log=None),
+                             dict(queue_pod, phase="Succeeded", node_name="prod102", log=log(UUID))]},
+        "delete": {"met": True, "pods": []},
+    }
 
 
 def details(judged):
@@ -53,7 +61,7 @@ def details(judged):
 
 
 def test_a_walk_that_followed_the_walkthrough_passes_every_check_with_the_walkthroughs_words():
-    judged = judge_walk(walk(), MANIFESTS, PLAN, SETTINGS)
+    judged = judge(walk())
     assert details(judged) == {
         "hold_running": (True, "1 hold pod(s) Running on prod102 with 1 unit(s) of nvidia.com/gpu after 0.231 s"),
         "hold_never_preempts": (True, "hold pods have preemptionPolicy Never"),
@@ -72,28 +80,26 @@ def test_a_walk_that_followed_the_walkthrough_passes_every_check_with_the_walkth
     assert judged["during"]["free"] == 0 and judged["during"]["pending"][0]["name"] == "gpu-demo-queue"
     assert judged["hold_summary"]["unit_uuids"] == [UUID] and judged["queue_evidence"]["unit_uuids"] == [UUID]
     assert judged["queue_scheduling"]["message"] == SEED
-    assert judged["steps"]["delete"]["deleted"] == ["gpu-demo-queue"]
+    assert judged["steps"]["delete"]["met"] is True and judged["steps"]["release"]["deleted"] == ["gpu-demo-hold"]
 
 
 def test_a_hold_that_never_ran_stops_the_judgement_at_the_hold():
-    result = walk()
-    result.update(met=False, failed_step="hold", error="step hold: pod gpu-demo-hold: ErrImagePull")
-    result["steps"] = [result["steps"][0], {"name": "hold", "met": False, "error": "pod gpu-demo-hold: ErrImagePull",
-                                            "pods": [{"name": "gpu-demo-hold", "phase": "Pending", "preemption_policy": "Never"}]}]
-    judged = judge_walk(result, MANIFESTS, PLAN, SETTINGS)
+    result = {"hold": {"met": False, "error": "pod gpu-demo-hold: ErrImagePull",
+                       "pods": [{"name": "gpu-demo-hold", "phase": "Pending", "preemption_policy": "Never"}]}}
+    judged = judge(result, hold_removal={})
     assert [check["phase"] for check in judged["checks"]] == ["hold"] * 4
     assert details(judged)["hold_running"] == (False, "pod gpu-demo-hold: ErrImagePull")
     assert details(judged)["hold_one_gpu_per_unit"][0] is False
-    assert judged["steps"]["queue"] == {"met": False, "error": "not run: step hold failed", "pods": []}
+    assert judged["steps"]["queue"] == {"met": False, "error": "not run", "pods": []}
     assert judged["queue_scheduling"] == {} and judged["during"] == {} and judged["queue_evidence"] == {}
 
 
 def test_a_queue_pod_that_was_scheduled_fails_the_queue_and_names_where_it_went():
     result = walk()
-    queue = result["steps"][2]
+    queue = result["queue"]
     queue.update(met=False, error="pod gpu-demo-queue will not become unschedulable: it was scheduled", failed_scheduling=[])
     queue["pods"][1].update(phase="Running", node_name="prod102", pod_ip="10.244.0.9")
-    judged = judge_walk(result, MANIFESTS, PLAN, SETTINGS)
+    judged = judge(result)
     checks = details(judged)
     assert checks["queue_pending"] == (False, "gpu-demo-queue: Running, node prod102, IP 10.244.0.9: pod gpu-demo-queue will not "
                                               "become unschedulable: it was scheduled")
@@ -103,11 +109,11 @@ def test_a_queue_pod_that_was_scheduled_fails_the_queue_and_names_where_it_went(
 
 def test_the_ledger_and_the_hold_pods_while_the_queue_waits():
     result = walk()
-    queue = result["steps"][2]
+    queue = result["queue"]
     queue["ledger"] = {}
     queue["pods"][0].update(phase="Running", deletion_timestamp="2026-11-30T02:00:00Z")
     queue["failed_scheduling"][0]["from_event"] = False
-    checks = details(judge_walk(result, MANIFESTS, PLAN, SETTINGS))
+    checks = details(judge(result))
     assert checks["ledger_full"] == (False, "ledger nvidia.com/gpu on prod102: allocatable ?, requested ?, free ?; the hold pods "
                                             "account for 0; gpu-demo-queue is not pending on it (ledger not read)")
     assert checks["hold_not_preempted"][0] is False
@@ -116,46 +122,57 @@ def test_the_ledger_and_the_hold_pods_while_the_queue_waits():
 
 def test_a_queue_pod_on_another_gpu_and_a_hold_still_terminating():
     result = walk()
-    release = result["steps"][3]
+    release = result["release"]
     release["pods"][0]["exists"] = True
     release["pods"][1]["log"] = log(OTHER)
-    checks = details(judge_walk(result, MANIFESTS, PLAN, SETTINGS))
+    checks = details(judge(result))
     assert checks["hold_released"] == (True, "deleted gpu-demo-hold, still terminating: gpu-demo-hold")
     assert checks["queue_got_held_gpu"] == (False, "the queue pod saw {0}; the hold had {1}".format(OTHER, UUID))
 
 
 def test_time_slicing_and_one_pod_per_unit():
     result = walk()
-    hold = result["steps"][1]
+    hold = result["hold"]
     hold["pods"] = [dict(hold["pods"][0], name="gpu-demo-hold-{0}".format(index)) for index in range(2)]
     manifests = dict(MANIFESTS, hold=[{"metadata": {"name": "gpu-demo-hold-0"}}, {"metadata": {"name": "gpu-demo-hold-1"}}])
-    judged = judge_walk(result, manifests, {"units": 2, "replicas": 2}, SETTINGS)
+    judged = judge(result, manifests, {"units": 2, "replicas": 2})
     assert details(judged)["hold_one_gpu_per_unit"] == (
         True, "nvidia-smi -L in the hold pods shows 2 device(s) for 2 unit(s), 1 distinct ({0}), up to 2 units per GPU "
               "(time-slicing)".format(UUID))
     assert details(judged)["hold_running"][1].startswith("2 hold pod(s) Running on prod102 with 2 unit(s)")
 
 
-def test_leftovers_removed_before_the_preflight_are_the_ones_reported():
-    early = {"name": "leftovers", "met": True, "deleted": ["gpu-demo-hold"], "pods": []}
-    assert judge_walk(walk(), MANIFESTS, PLAN, SETTINGS, early)["steps"]["leftovers"] == early
-    assert judge_walk(walk(), MANIFESTS, PLAN, SETTINGS, {"deleted": []})["steps"]["leftovers"]["name"] == "leftovers"
+def test_the_hold_released_is_what_kubernetes_core_deleted():
+    several = {"changed": True, "result": {"results": [{"changed": True, "result": {"metadata": {"name": "gpu-demo-hold-0"}}},
+                                                       {"changed": False, "result": {"metadata": {"name": "gpu-demo-hold-1"}}}]}}
+    manifests = dict(MANIFESTS, hold=[{"metadata": {"name": "gpu-demo-hold-0"}}, {"metadata": {"name": "gpu-demo-hold-1"}}])
+    result = walk()
+    result["hold"]["pods"] = [dict(result["hold"]["pods"][0], name="gpu-demo-hold-{0}".format(index)) for index in range(2)]
+    result["queue"]["pods"] = [dict(pod, name="gpu-demo-hold-{0}".format(index)) for index, pod in enumerate(result["hold"]["pods"])] + \
+        result["queue"]["pods"][1:]
+    result["queue"]["ledger"]["nodes"]["prod102"]["resources"]["nvidia.com/gpu"]["holders"] = [
+        {"namespace": "gpu-operator", "name": "gpu-demo-hold-{0}".format(index), "units": 1} for index in range(2)]
+    judged = judge(result, manifests, {"units": 2, "replicas": 2}, hold_removal=several)
+    assert details(judged)["hold_released"] == (False, "deleted gpu-demo-hold-0, gone")
+    # a hold deletion that never ran (skipped, or the task failed) deleted nothing
+    assert details(judge(walk(), hold_removal={"skipped": True}))["hold_released"] == (False, "deleted nothing, gone")
 
 
-def test_a_walk_that_failed_before_any_step_says_why_for_every_step():
-    judged = judge_walk({"failed": True, "msg": "missing required arguments: namespace"}, MANIFESTS, PLAN, SETTINGS)
-    assert judged["steps"]["hold"]["error"] == "missing required arguments: namespace"
-    assert judge_walk({}, MANIFESTS, PLAN, SETTINGS)["steps"]["release"]["error"] == "not run"
+def test_waits_that_did_not_run_say_so():
+    judged = judge({"hold": {"skipped": True, "changed": False}}, hold_removal={})
+    assert judged["steps"]["hold"]["error"] == "not run"
+    assert judged["steps"]["release"] == {"met": False, "error": "not run", "pods": [], "deleted": []}
+    assert details(judged)["hold_running"] == (False, "not run")
 
 
 def test_the_filter_names_what_is_missing_or_wrong():
     unchanged = walk()
     result = copy.deepcopy(unchanged)
-    assert gpu_demo_walk(result, MANIFESTS, PLAN, **SETTINGS)["checks"][0]["passed"] is True
+    assert gpu_demo_walk(result, MANIFESTS, PLAN, HOLD_REMOVAL, **SETTINGS)["checks"][0]["passed"] is True
     assert result == unchanged
     with pytest.raises(AnsibleFilterError, match="missing setting.s. queue_name"):
         gpu_demo_walk(result, MANIFESTS, PLAN, node="n", resource="r", namespace="ns")
-    with pytest.raises(AnsibleFilterError, match="expects the walk's registered pod_wait result"):
+    with pytest.raises(AnsibleFilterError, match="expects the walk's registered pod_wait results"):
         gpu_demo_walk("not a result", MANIFESTS, PLAN, **SETTINGS)
 
 
@@ -174,13 +191,13 @@ def mig_log(mig_uuid, visible=None):
 def mig_walk(hold_mig=MIG_0, queue_mig=MIG_0, visible=None):
     """walk() on a MIG-mixed node: the resource is nvidia.com/mig-1g.10gb and the logs show MIG devices."""
     result = copy.deepcopy(walk())
-    for step in result["steps"]:
+    for step in result.values():
         for pod in step.get("pods", []):
             if pod.get("log") and pod["name"] == "gpu-demo-hold":
                 pod["log"] = mig_log(hold_mig, visible)
             elif pod.get("log"):
                 pod["log"] = mig_log(queue_mig)
-    queue = result["steps"][2]
+    queue = result["queue"]
     entry = queue["ledger"]["nodes"]["prod102"]["resources"].pop("nvidia.com/gpu")
     queue["ledger"]["nodes"]["prod102"]["resources"]["nvidia.com/mig-1g.10gb"] = entry
     queue["failed_scheduling"][0] = {"message": SEED.replace("nvidia.com/gpu", "nvidia.com/mig-1g.10gb"), "from_event": True,
@@ -189,7 +206,7 @@ def mig_walk(hold_mig=MIG_0, queue_mig=MIG_0, visible=None):
 
 
 def test_a_mig_walk_judges_mig_devices():
-    judged = judge_walk(mig_walk(), MANIFESTS, PLAN, MIG_SETTINGS)
+    judged = judge(mig_walk(), settings=MIG_SETTINGS)
     checks = details(judged)
     assert all(passed for passed, _detail in checks.values()), checks
     assert checks["hold_one_gpu_per_unit"][1] == (
@@ -200,12 +217,12 @@ def test_a_mig_walk_judges_mig_devices():
 
 
 def test_a_mig_walk_whose_queue_got_another_mig_device_of_the_same_gpu_fails():
-    judged = judge_walk(mig_walk(queue_mig=MIG_1), MANIFESTS, PLAN, MIG_SETTINGS)
+    judged = judge(mig_walk(queue_mig=MIG_1), settings=MIG_SETTINGS)
     assert details(judged)["queue_got_held_gpu"] == (
         False, "the queue pod saw {0} (1g.10gb on {1}); the hold had {2}".format(MIG_1, H100, MIG_0))
 
 
 def test_a_mig_hold_whose_variable_names_the_parent_gpu_is_not_corroborated():
-    judged = judge_walk(mig_walk(visible=H100), MANIFESTS, PLAN, MIG_SETTINGS)
+    judged = judge(mig_walk(visible=H100), settings=MIG_SETTINGS)
     assert details(judged)["hold_env_corroborates"] == (
         False, "NVIDIA_VISIBLE_DEVICES is list in the hold pods: it names other MIG devices than nvidia-smi shows")
