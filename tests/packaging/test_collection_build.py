@@ -27,6 +27,7 @@ DEV_PATHS = (
     "tests/sim",
     "tests/output",
     ".venv",
+    ".venvs",
     ".sim",
     ".collections",
     ".build",
