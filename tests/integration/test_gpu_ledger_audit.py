@@ -22,7 +22,8 @@ def inventory(sim, tmp_path) -> str:
         "gpu_ledger_audit_report_dir": str(tmp_path),
         "gpu_ledger_audit_process_facts_options": {
             "source": "nvidia-smi", "nvidia_smi_path": str(node_dir / "bin" / "nvidia-smi"),
-            "proc_root": str(node_dir / "proc"), "host_root": str(node_dir), "checkpoint_path": str(node_dir / "device-plugins" / "kubelet_internal_checkpoint"),
+            "proc_root": str(node_dir / "proc"), "host_root": str(node_dir),
+            "checkpoint_path": str(node_dir / "device-plugins" / "kubelet_internal_checkpoint"),
             "pod_resources_socket": str(node_dir / "kubelet" / "pod-resources" / "kubelet.sock")}}}}}}}
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(hosts))

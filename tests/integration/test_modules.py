@@ -152,7 +152,8 @@ def test_unknown_node(walkthrough):
 
 def test_node_without_the_resource(walkthrough):
     result = walkthrough.ansible_module(LEDGER, {"node": "prod102", "resource_names": ["nvidia.com/mig-*"]})
-    assert result["msg"].startswith("node prod102 advertises none of nvidia.com/mig-*; it advertises: cpu, ephemeral-storage, hugepages-1Gi, hugepages-2Mi, memory, nvidia.com/gpu, pods")
+    assert result["msg"].startswith("node prod102 advertises none of nvidia.com/mig-*; it advertises: "
+                                    "cpu, ephemeral-storage, hugepages-1Gi, hugepages-2Mi, memory, nvidia.com/gpu, pods")
 
 
 def test_cpu_node(walkthrough, topology):
