@@ -54,8 +54,8 @@ integration: sim-up ## Integration tests against the simulated cluster
 test-newest: sim-build ## The newest supported stack (Python 3.13, ansible-core 2.21, kubernetes.core 6.6.0): unit tests and the focused integration set (tests/stack.sh)
 	@bash tests/stack.sh newest
 
-test-matrix: sim-build ## Every supported combination of Python, ansible-core, kubernetes.core and the kubernetes client, each in .venvs/<name> (tests/stack.sh)
-	@bash tests/stack.sh all
+test-matrix: sim-build ## Every supported combination of Python, ansible-core, kubernetes.core and the kubernetes client, each in .venvs/<name>: unit, integration set, sanity (tests/stack.sh)
+	@bash tests/stack.sh --sanity all
 
 test: lint sanity unit integration test-newest ## Everything CI runs
 

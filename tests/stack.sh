@@ -13,7 +13,8 @@
 # ~470 MB installed. The wheels are kept in ~/.cache/gpuops-newest. Venvs are made once and remade when what they
 # must hold changes.
 #
-# Usage: bash tests/stack.sh [--setup-only] NAME... | all   [-- extra pytest options]
+# Usage: bash tests/stack.sh [--setup-only] [--sanity] NAME... | all   [-- extra pytest options]
+# --sanity: ansible-test sanity too (tests/sanity.sh with the combination's ansible-test and Python).
 # GPUOPS_PYTHON311 / GPUOPS_PYTHON312 / GPUOPS_PYTHON313 name an interpreter; by default pythonX.Y on PATH,
 # then pyenv's newest X.Y.*.
 set -euo pipefail
@@ -132,6 +133,10 @@ run_combination() {
     "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit "$@" || rc=$?
     log "$name: pytest ${integration_tests[*]} $*"
     "$venv/bin/python" -m pytest -q -p no:cacheprovider "${integration_tests[@]}" "$@" || rc=$?
+    if [ -n "$sanity" ]; then
+      log "$name: ansible-test sanity (Python $minor)"
+      GPUOPS_SANITY_VENV="$venv" GPUOPS_SANITY_PYTHON="$minor" bash tests/sanity.sh || rc=$?
+    fi
     exit "$rc"
   ) || status=$?
   log "$name: $([ "$status" -eq 0 ] && echo passed || echo "FAILED (exit $status)") in $((SECONDS - began)) s"
@@ -139,8 +144,9 @@ run_combination() {
 }
 
 [ -e "$root/.collections/ansible_collections/gpuops/scheduling" ] || die ".collections/ansible_collections/gpuops/scheduling missing: run 'make setup' first"
-setup_only=""
+setup_only="" sanity=""
 [ "${1:-}" = "--setup-only" ] && { setup_only=1; shift; }
+[ "${1:-}" = "--sanity" ] && { sanity=1; shift; }
 names=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do names+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
