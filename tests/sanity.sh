@@ -19,7 +19,9 @@ python_version="${GPUOPS_SANITY_PYTHON:-3.11}"
 build_root="$root/.build/sanity"
 [ "$venv" = "$root/.venv" ] || build_root="$root/.build/sanity-$(basename "$venv")"
 copy="$build_root/ansible_collections/gpuops/scheduling"
-pip_version=24.2
+# The pip that this ansible-test bootstraps (24.2 in ansible-core 2.19, 25.2 in 2.20 and 2.21).
+pip_version=$(sed -n "s/^ *pip='\([0-9.]*\)',\$/\1/p" "$("$venv_bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py" 2>/dev/null | head -1)
+pip_version=${pip_version:-24.2}
 cache_dir="$HOME/.ansible/test/cache"
 get_pip="$cache_dir/get_pip_${pip_version//./_}.py"
 pip_wheel="$cache_dir/pip-$pip_version-py3-none-any.whl"
