@@ -10,7 +10,7 @@ SIM       := $(PY) tests/sim/simctl.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 
-.PHONY: help setup sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test demo bench profile build device-bundle
+.PHONY: help setup sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo bench profile build device-bundle
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -54,8 +54,11 @@ sim-unit: ## Go tests of the simulated node's device plugin and runtime (tests/s
 integration: sim-up ## Integration tests against the simulated cluster
 	@$(PY) -m pytest -q tests/integration
 
-test-newest: sim-build ## Unit tests, the default demo and the secrets tests on Python 3.13, the newest ansible-core 2.21 and kubernetes.core 6.6.0 (.venv-newest)
-	@bash tests/newest.sh
+test-newest: sim-build ## The newest supported stack (Python 3.13, ansible-core 2.21, kubernetes.core 6.6.0): unit tests and the focused integration set (tests/stack.sh)
+	@bash tests/stack.sh newest
+
+test-matrix: sim-build ## Every supported combination of Python, ansible-core, kubernetes.core and the kubernetes client, each in .venvs/<name>: unit, integration set, sanity (tests/stack.sh)
+	@bash tests/stack.sh --sanity all
 
 test: lint sanity unit integration test-newest ## Everything CI runs
 

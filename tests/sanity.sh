@@ -7,14 +7,21 @@
 # script from a host we cannot reach; the stand-in installs pip from the PyPI wheel instead.
 #
 # Usage: bash tests/sanity.sh [extra ansible-test sanity options, e.g. --test pep8]
+# GPUOPS_SANITY_VENV (default .venv) and GPUOPS_SANITY_PYTHON (default 3.11) pick the ansible-test and the Python
+# (tests/stack.sh runs it so on each supported combination, in .build/sanity-<venv name>).
 # Ignore files (tests/sanity/ignore-*.txt) must stay empty: fix the finding instead.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-venv_bin="$root/.venv/bin"
+venv="${GPUOPS_SANITY_VENV:-$root/.venv}"
+venv_bin="$venv/bin"
+python_version="${GPUOPS_SANITY_PYTHON:-3.11}"
 build_root="$root/.build/sanity"
+[ "$venv" = "$root/.venv" ] || build_root="$root/.build/sanity-$(basename "$venv")"
 copy="$build_root/ansible_collections/gpuops/scheduling"
-pip_version=24.2
+# The pip that this ansible-test bootstraps (24.2 in ansible-core 2.19, 25.2 in 2.20 and 2.21).
+pip_version=$(sed -n "s/^ *pip='\([0-9.]*\)',\$/\1/p" "$("$venv_bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py" 2>/dev/null | head -1)
+pip_version=${pip_version:-24.2}
 cache_dir="$HOME/.ansible/test/cache"
 get_pip="$cache_dir/get_pip_${pip_version//./_}.py"
 pip_wheel="$cache_dir/pip-$pip_version-py3-none-any.whl"
@@ -101,10 +108,10 @@ for dependency in "${dependencies[@]}"; do
   ln -sfn "$site_collections/$dependency" "$build_root/ansible_collections/$dependency"
 done
 
-# 6. Run. Tests for Python versions other than 3.11 are skipped by ansible-test, not failed.
-log "ansible-test sanity --venv --python 3.11 $*"
+# 6. Run. Tests for Python versions other than the one named are skipped by ansible-test, not failed.
+log "$("$venv_bin/ansible-test" --version): ansible-test sanity --venv --python $python_version $*"
 cd "$copy"
 status=0
-ansible-test sanity --venv --python 3.11 --color no "$@" || status=$?
+ansible-test sanity --venv --python "$python_version" --color no "$@" || status=$?
 log "done (exit $status)"
 exit "$status"

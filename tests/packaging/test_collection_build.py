@@ -28,6 +28,7 @@ DEV_PATHS = (
     "tests/device",
     "tests/output",
     ".venv",
+    ".venvs",
     ".sim",
     ".collections",
     ".build",
