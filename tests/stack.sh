@@ -30,6 +30,8 @@ combinations=(
   "core2.20 | 3.12 | ansible-core>=2.20,<2.21 | 13.8.0=6.4.0 | kubernetes"
   "newest   | 3.13 | ansible-core>=2.21,<2.22 | 14.5.0=6.6.0 | kubernetes"
 )
+# What the tests need besides the collection's requirements (grpcio: the PodResources unit tests).
+test_packages=("ansible-runner>=2.4" "grpcio>=1.60" "pytest>=8" "pytest-timeout>=2.3" "cryptography>=42")
 integration_tests=(tests/integration/test_safety_secrets.py
                    tests/integration/test_gpu_demo.py::test_default_topology_walkthrough
                    tests/integration/test_gpu_demo.py::test_check_mode_creates_nothing
@@ -62,7 +64,7 @@ find_python() {
 make_venv() {
   local name=$1 python=$2 core_spec=$3 ansible_version=$4 collection_version=$5 client_spec=$6
   local venv="$root/.venvs/$name" stamp site wheel
-  stamp="$python | $core_spec | ansible==$ansible_version | $client_spec | $(cat "$root/requirements.txt")"
+  stamp="$python | $core_spec | ansible==$ansible_version | $client_spec | ${test_packages[*]} | $(cat "$root/requirements.txt")"
   if [ -f "$venv/.installed" ] && [ "$(cat "$venv/.installed")" = "$stamp" ]; then
     return 0
   fi
@@ -71,7 +73,7 @@ make_venv() {
   "$python" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "$core_spec" -r "$root/requirements.txt" "$client_spec" \
-    "ansible-runner>=2.4" "grpcio>=1.60" "pytest>=8" "pytest-timeout>=2.3" "cryptography>=42"
+    "${test_packages[@]}"
   site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   wheel="$wheel_cache/ansible-$ansible_version-py3-none-any.whl"
   if [ ! -s "$wheel" ]; then
