@@ -237,6 +237,9 @@ def kill_and_recover(sim, inventory, env, kind: str, point: str, before: dict, d
         requested = facts["ledger"]["nodes"][NODE]["resources"][RESOURCE]["requested"]
         if requested != before["requested"]:
             row["free"].append(f"gpu_ledger_facts says requested {requested}")
+    # A create the killed run had already sent may still land after the kill (its module process died, the API
+    # server finishes the request): what the run left is what is there once that has settled.
+    time.sleep(2)
     left = admin.list_namespaced_pod(NAMESPACE, label_selector=f"gpuops.scheduling/run-id={run_id}").items
     row["ended as"] = sorted({f"{pod.status.phase}{'(' + pod.status.reason + ')' if pod.status.reason else ''}" for pod in left})
     left = sorted(pod.metadata.name for pod in left)
