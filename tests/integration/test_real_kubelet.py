@@ -78,11 +78,13 @@ def test_a_plugin_that_names_the_wrong_device_fails_the_evidence_check(healed, t
 
 
 def test_stop_reaches_the_main_process_only_as_in_a_container(sim):
-    """PID 1 without a handler ignores SIGTERM: the kubelet waits out the grace period, then kills. A trap exits at once."""
+    """PID 1 without a handler ignores SIGTERM: the kubelet waits out the grace period, then kills. A trap exits at
+    once. (A long grace period keeps the two apart on a loaded machine: deletion also pays the kubelet's latency.)"""
+    grace = 10
     sim.use_topology("default")
     for name, command in (("no-trap", "sleep 300"), ("trap", "trap 'exit 0' TERM; while true; do sleep 0.1; done")):
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-               "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 3,
+               "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": grace,
                         "containers": [{"name": "main", "image": "sim/shell", "command": ["sh", "-c", command]}]}}
         sim.kubectl("apply", "-f", "-", input=json.dumps(pod))
     sim.kubectl("-n", "default", "wait", "--for=condition=Ready", "pod/no-trap", "pod/trap", "--timeout=60s")
@@ -91,8 +93,8 @@ def test_stop_reaches_the_main_process_only_as_in_a_container(sim):
         started = time.monotonic()
         sim.kubectl("-n", "default", "delete", "pod", name, "--wait=true")
         timings[name] = time.monotonic() - started
-    assert timings["trap"] < 2.5, timings
-    assert timings["no-trap"] >= 3, timings
+    assert timings["trap"] < grace / 2, timings
+    assert timings["no-trap"] >= grace, timings
 
 
 def test_gpu_process_facts_reads_the_live_pod_resources_socket_of_the_kubelet(sim):
