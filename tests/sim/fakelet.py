@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import http.server
 import json
 import logging
@@ -192,13 +191,6 @@ class FakeKubelet:
         Lets node-side modules (gpu_process_facts) run against a fake node by pointing their
         nvidia_smi_path / proc_root / checkpoint_path options at .sim/run/nodes/<node>/.
         """
-        pods = {}
-        for spec in self.topology.get("pods") or []:
-            try:
-                pod = self.core.read_namespaced_pod(spec["name"], spec.get("namespace", "default"))
-                pods[f"{pod.metadata.namespace}/{pod.metadata.name}"] = pod
-            except ApiException:
-                continue
         for name, gpus in self.gpus.items():
             root = self.state_dir / "nodes" / name
             (root / "bin").mkdir(parents=True, exist_ok=True)
@@ -208,30 +200,6 @@ class FakeKubelet:
                                f"--node-state {shlex.quote(str(self.state_dir / 'nodes' / (name + '.json')))} "
                                f"--visible {shlex.quote(everything)} \"$@\"\n")
             wrapper.chmod(0o755)
-            for process in (gpus.processes if gpus else []):
-                proc_dir = root / "proc" / str(process["pid"])
-                proc_dir.mkdir(parents=True, exist_ok=True)
-                pod = pods.get(process.get("pod", ""))
-                if pod:
-                    uid = pod.metadata.uid
-                    container = hashlib.sha256(f"{uid}/{process['pid']}".encode()).hexdigest()
-                    cgroup = (f"0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid.replace('-', '_')}.slice/"
-                              f"cri-containerd-{container}.scope")
-                    # containerd's task state names the pod, as on a real node (host_root = the node dir).
-                    task = root / "run" / "containerd" / "io.containerd.runtime.v2.task" / "k8s.io" / container
-                    task.mkdir(parents=True, exist_ok=True)
-                    (task / "config.json").write_text(json.dumps({"ociVersion": "1.1.0", "annotations": {
-                        "io.kubernetes.cri.container-type": "container",
-                        "io.kubernetes.cri.container-name": pod.spec.containers[0].name,
-                        "io.kubernetes.cri.sandbox-name": pod.metadata.name,
-                        "io.kubernetes.cri.sandbox-namespace": pod.metadata.namespace,
-                        "io.kubernetes.cri.sandbox-uid": uid}}))
-                else:
-                    cgroup = f"0::/system.slice/{process.get('unit', 'gpu-workload.service')}"
-                (proc_dir / "cgroup").write_text(cgroup + "\n")
-                cmdline = process.get("cmdline", process["name"])
-                (proc_dir / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
-                (proc_dir / "comm").write_text(process["name"].rsplit("/", 1)[-1][:15] + "\n")
             self.write_checkpoint(name)
 
     def write_checkpoint(self, node_name: str) -> None:
@@ -263,44 +231,6 @@ class FakeKubelet:
         path.write_text(json.dumps(state, indent=1))
 
     # --- topology's pre-existing pods ----------------------------------------------------------
-
-    def seed_pods(self) -> None:
-        for spec in self.topology.get("pods") or []:
-            namespace = spec.get("namespace", "default")
-            self._ensure_namespace(namespace)
-            container = {"name": spec.get("container", "main"), "image": spec.get("image", "registry.local/sim/" + spec["name"].split("-")[0] + ":latest"),
-                         "command": spec.get("command") or ["sh", "-c", "exec sleep infinity"]}
-            if spec.get("gpus"):
-                resource = spec.get("resource") or self.gpus[spec["node"]].resource
-                container["resources"] = {"limits": {resource: str(spec["gpus"])}}
-            pod = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"name": spec["name"], "namespace": namespace, "labels": spec.get("labels") or {}},
-                   "spec": {"nodeName": spec["node"], "containers": [container],
-                            "restartPolicy": spec.get("restart_policy", "Always"), "terminationGracePeriodSeconds": 1}}
-            if spec.get("priority_class"):
-                pod["spec"]["priorityClassName"] = spec["priority_class"]
-            try:
-                self.core.create_namespaced_pod(namespace, pod)
-            except ApiException as error:
-                if error.status != 409:
-                    raise
-
-    def _ensure_namespace(self, namespace: str) -> None:
-        try:
-            self.core.create_namespace({"metadata": {"name": namespace}})
-        except ApiException as error:
-            if error.status != 409:
-                raise
-        # Pod admission needs the namespace's default ServiceAccount, which the controller manager
-        # creates asynchronously: wait for it rather than fail the first pod.
-        for _attempt in range(100):
-            try:
-                self.core.read_namespaced_service_account("default", namespace)
-                return
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-                time.sleep(0.1)
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -828,7 +758,6 @@ def main() -> None:
     threading.Thread(target=kubelet.heartbeat_loop, daemon=True).start()
     threading.Thread(target=kubelet.monitor_loop, daemon=True).start()
     threading.Thread(target=kubelet.watch_pods, daemon=True).start()
-    kubelet.seed_pods()
     kubelet.write_node_views()
     LOG.info("fakelet ready: %d node(s), kubelet API on 127.0.0.1:%d", len(kubelet.nodes), args.port)
     while True:

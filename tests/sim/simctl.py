@@ -175,16 +175,16 @@ def start_nodes(sim: cluster.SimDir, topology_file: Path) -> None:
         return expected_ready <= ready and gpus_ok and pods_ok
 
     check_alive(sim, watched, settled, 90, "the nodes to be Ready, advertise their GPUs and run the topology's pods")
+    pods = {f"{pod.metadata.namespace}/{pod.metadata.name}": core.api_client.sanitize_for_serialization(pod)
+            for pod in core.list_pod_for_all_namespaces().items}
+    for node in real_nodes.nodes_of(sim, spec):
+        node.write_process_views(pods)
     if not spec.get("light_nodes"):
         not_ready = [node for node in real_nodes.nodes_of(sim, spec) if not node.spec.get("ready", True)]
         for node in not_ready:
             node.make_not_ready()
         names = {node.name for node in not_ready}
         check_alive(sim, watched, lambda: not names & _ready_nodes(core), 30, f"{', '.join(sorted(names))} to turn NotReady")
-        pods = {f"{pod.metadata.namespace}/{pod.metadata.name}": core.api_client.sanitize_for_serialization(pod)
-                for pod in core.list_pod_for_all_namespaces().items}
-        for node in real_nodes.nodes_of(sim, spec):
-            node.write_process_views(pods)
 
 
 def _ready_nodes(core, found=None) -> set:
