@@ -140,7 +140,7 @@ def profile_fleet(nodes: int) -> dict:
             busy[kind] += int(count)
             if kind == "ansible-playbook task workers" and any(frame.startswith("Task.post_validate") for frame in frames):
                 templating += int(count)
-            # py-spy names a frame "function (file.py:line)": the task functions are in module_utils/_task_*.py.
+            # py-spy names a frame "function (file.py:line)": the task functions are in module_utils/_tasks/*.py.
             if kind == "ansible-playbook task workers" and any("(_task_" in frame for frame in frames):
                 api_tasks += int(count)
     return {"nodes": nodes, "wall_s": wall, "sampled_per_node_s": {kind: samples / SAMPLE_HZ / nodes for kind, samples in busy.items()},

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils import _task_vllm_health as task
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks import vllm_health as task
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.in_process import InProcessModule
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils import _nvidia_smi
+from ansible_collections.gpuops.scheduling.plugins.module_utils._node import nvidia_smi as _nvidia_smi
 
 
 def _text(value, filter_name):

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils import _reconcile
+from ansible_collections.gpuops.scheduling.plugins.module_utils._node import reconcile as _reconcile
 
 
 def gpu_reconcile(node_facts, ledger_node=None, min_unattributed_bytes=_reconcile.DEFAULT_MIN_UNATTRIBUTED_BYTES):

@@ -347,13 +347,13 @@ api_requests:
   sample: 3
 """
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import k8s_module
-from ansible_collections.gpuops.scheduling.plugins.module_utils._task import run_module
-from ansible_collections.gpuops.scheduling.plugins.module_utils._task_gpu_ledger_facts import OPTIONS, run
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import k8s_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import run_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.gpu_ledger_facts import OPTIONS, run
 
 
 def main():
-    # The logic is in module_utils/_task_gpu_ledger_facts.py, shared with the action plugin that runs it in the
+    # The logic is in module_utils/_tasks/gpu_ledger_facts.py, shared with the action plugin that runs it in the
     # controller's process when the task runs on the controller.
     run_module(k8s_module(argument_spec=OPTIONS, supports_check_mode=True), run)
 

@@ -327,7 +327,9 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils import _cgroup, _nvidia_smi, _pod_resources
+from ansible_collections.gpuops.scheduling.plugins.module_utils._node import cgroup as _cgroup
+from ansible_collections.gpuops.scheduling.plugins.module_utils._node import nvidia_smi as _nvidia_smi
+from ansible_collections.gpuops.scheduling.plugins.module_utils._node import pod_resources as _pod_resources
 
 try:
     import pynvml

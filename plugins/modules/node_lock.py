@@ -137,13 +137,13 @@ previous_holder:
   sample: run-20261129-2001@awx-job-4407
 """
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import k8s_module
-from ansible_collections.gpuops.scheduling.plugins.module_utils._task import run_module
-from ansible_collections.gpuops.scheduling.plugins.module_utils._task_node_lock import OPTIONS, run
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import k8s_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import run_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.node_lock import OPTIONS, run
 
 
 def main():
-    # The logic is in module_utils/_task_node_lock.py, shared with the action plugin that runs it in the
+    # The logic is in module_utils/_tasks/node_lock.py, shared with the action plugin that runs it in the
     # controller's process when the task runs on the controller.
     run_module(k8s_module(argument_spec=OPTIONS, supports_check_mode=True), run)
 

@@ -373,13 +373,13 @@ api_requests:
   sample: 3
 """
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import k8s_module
-from ansible_collections.gpuops.scheduling.plugins.module_utils._task import run_module
-from ansible_collections.gpuops.scheduling.plugins.module_utils._task_pod_wait import OPTIONS, run
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import k8s_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import run_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.pod_wait import OPTIONS, run
 
 
 def main():
-    # The logic is in module_utils/_task_pod_wait.py, shared with the action plugin that runs it in the
+    # The logic is in module_utils/_tasks/pod_wait.py, shared with the action plugin that runs it in the
     # controller's process when the task runs on the controller.
     run_module(k8s_module(argument_spec=OPTIONS, supports_check_mode=True), run)
 

@@ -171,12 +171,12 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._task import run_module
-from ansible_collections.gpuops.scheduling.plugins.module_utils._task_vllm_health import OPTIONS, run
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import run_module
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.vllm_health import OPTIONS, run
 
 
 def main():
-    # The logic is in module_utils/_task_vllm_health.py, shared with the action plugin that runs it in the
+    # The logic is in module_utils/_tasks/vllm_health.py, shared with the action plugin that runs it in the
     # controller's process when the task runs on the controller.
     run_module(AnsibleModule(argument_spec=OPTIONS, supports_check_mode=True), run)
 

@@ -8,7 +8,7 @@
 Every Kubernetes call of this collection runs on the controller (``connection: local``). Run as a module,
 each task starts a new Python process that imports ansible and the kubernetes client (~0.5 s of CPU on a
 small controller), then hands its result back as JSON: seven such tasks were most of a pre-flight's time,
-and most of a fleet run's CPU. The action plugin runs the same task function (module_utils/_task_*.py)
+and most of a fleet run's CPU. The action plugin runs the same task function (module_utils/_tasks/*.py)
 in the worker ansible-playbook already forked for the task. The kubernetes client is imported once, in
 ansible-playbook's main process, when the strategy loads this plugin, and every worker inherits it.
 
@@ -34,9 +34,9 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible.utils.vars import merge_hash
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._k8s_client import (
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import (
     mask_as_kubernetes_core, module_argument_spec, unmask_kubeconfig_path)
-from ansible_collections.gpuops.scheduling.plugins.module_utils._task import TaskFailed
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import TaskFailed
 
 try:
     import kubernetes  # noqa: F401 pylint: disable=unused-import

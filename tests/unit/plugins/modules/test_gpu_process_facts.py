@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.gpuops.scheduling.plugins.module_utils import _pod_resources
+from ansible_collections.gpuops.scheduling.plugins.module_utils._node import pod_resources as _pod_resources
 from ansible_collections.gpuops.scheduling.plugins.modules import gpu_process_facts
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -18,7 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.gpuops.scheduling.plugins.module_utils import _k8s_client, _task_vllm_health
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import client as _k8s_client
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks import vllm_health as _task_vllm_health
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import in_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "modules"))

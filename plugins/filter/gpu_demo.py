@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The gpu_demo role's own judgements and report helpers, as filters: PRIVATE to this collection.
+
+They exist so that roles/gpu_demo can call unit-tested Python (module_utils/_gpu_demo/) from its tasks; their
+inputs are the role's registered results and settings, and they change with the role. They are not
+general-purpose filters: use them only through the role. Documentation: plugins/filter/gpu_demo_<name>.yml.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.cleanup import judge_cleanup
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import (
+    demo_timeline,
+    hold_evidence,
+    hold_summary,
+)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import judge_walk
+
+
+def _require_settings(name, required, settings):
+    """A judgement filter refuses to guess a setting the role always passes."""
+    missing = sorted(set(required) - set(settings))
+    if missing:
+        raise AnsibleFilterError("{0}: missing setting(s) {1}".format(name, ", ".join(missing)))
+
+
+def gpu_demo_timeline(wait_results, allocatable, units_by_pod, held_before=0, start=None, end=None, order=None):
+    """pod_wait results -> pod lanes and the node's free units over time (what the SVG draws)."""
+    try:
+        return demo_timeline(wait_results, allocatable, units_by_pod, held_before=held_before,
+                             start=start, end=end, order=order)
+    except (TypeError, ValueError, KeyError) as error:
+        raise AnsibleFilterError("gpu_demo_timeline: {0}".format(error)) from error
+
+
+def gpu_demo_evidence(log):
+    """A demo pod's log -> GPUs from nvidia-smi -L, NVIDIA_VISIBLE_DEVICES, memory per GPU."""
+    try:
+        return hold_evidence(log)
+    except (TypeError, ValueError) as error:
+        raise AnsibleFilterError("gpu_demo_evidence: {0}".format(error)) from error
+
+
+def gpu_demo_hold_summary(pods, units_by_pod, replicas=1):
+    """pod_wait's hold pods (with logs) -> per pod GPUs, unit UUIDs, env corroboration; one GPU per unit?"""
+    try:
+        return hold_summary(pods, units_by_pod, replicas=replicas)
+    except (TypeError, ValueError, KeyError) as error:
+        raise AnsibleFilterError("gpu_demo_hold_summary: {0}".format(error)) from error
+
+
+def gpu_demo_preflight(ledger_result, vllm_result, **settings):
+    """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks."""
+    _require_settings("gpu_demo_preflight", PREFLIGHT_SETTINGS, settings)
+    if not isinstance(ledger_result, dict) or not isinstance(vllm_result, dict):
+        raise AnsibleFilterError("gpu_demo_preflight: expects the registered results of gpu_ledger_facts and vllm_health (dicts)")
+    try:
+        return judge_node(ledger_result, vllm_result, settings)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_preflight: {0}".format(error)) from error
+
+
+PREFLIGHT_SETTINGS = ("node", "resource", "namespace", "pod_names", "hold_mode", "hold_seconds", "timeout",
+                      "allow_busy_node", "vllm_url", "vllm_require_healthy")
+
+
+def gpu_demo_admission(dry_run_result, priority_class, create_priority_class):
+    """The pre-flight's dry run (kubernetes.core.k8s in check mode) -> whether the PriorityClass is missing, the checks."""
+    if not isinstance(dry_run_result, dict):
+        raise AnsibleFilterError("gpu_demo_admission: expects the registered result of the pre-flight's kubernetes.core.k8s "
+                                 "dry run (a dict)")
+    try:
+        return judge_admission(dry_run_result, priority_class, create_priority_class)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_admission: {0}".format(error)) from error
+
+
+def gpu_demo_walk(waits, manifests, plan, hold_removal=None, **settings):
+    """The walk's registered results -> each step's result, the hold's and the queue's evidence, the walk's checks."""
+    _require_settings("gpu_demo_walk", WALK_SETTINGS, settings)
+    if not all(isinstance(value, dict) for value in (waits, manifests, plan, hold_removal or {})):
+        raise AnsibleFilterError("gpu_demo_walk: expects the walk's registered pod_wait results by step name, the rendered "
+                                 "manifests, the pre-flight's plan and the hold's registered kubernetes.core.k8s deletion (dicts)")
+    try:
+        return judge_walk(waits, manifests, plan, settings, hold_removal)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_walk: {0}".format(error)) from error
+
+
+WALK_SETTINGS = ("node", "resource", "namespace", "queue_name")
+
+
+def gpu_demo_cleanup(final_result, before, vllm_after, **settings):
+    """The last delete's pod_wait result -> the node's after-state and the cleanup checks."""
+    _require_settings("gpu_demo_cleanup", CLEANUP_SETTINGS, settings)
+    if not all(isinstance(value, dict) for value in (final_result, before, vllm_after)):
+        raise AnsibleFilterError("gpu_demo_cleanup: expects the last delete's registered pod_wait result, the pre-flight's "
+                                 "before-state and the registered vllm_health result after the demo (dicts)")
+    try:
+        return judge_cleanup(final_result, before, vllm_after, settings)
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_cleanup: {0}".format(error)) from error
+
+
+CLEANUP_SETTINGS = ("node", "resource", "run_id", "vllm_url")
+
+
+class FilterModule(object):
+    """The gpu_demo role's private filters."""
+
+    def filters(self):
+        return {
+            "gpu_demo_timeline": gpu_demo_timeline,
+            "gpu_demo_evidence": gpu_demo_evidence,
+            "gpu_demo_hold_summary": gpu_demo_hold_summary,
+            "gpu_demo_preflight": gpu_demo_preflight,
+            "gpu_demo_admission": gpu_demo_admission,
+            "gpu_demo_walk": gpu_demo_walk,
+            "gpu_demo_cleanup": gpu_demo_cleanup,
+        }

@@ -1,0 +1,210 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
+"""The gpu_demo pre-flight's judgement of a node, before anything is created.
+
+From the ledger (gpu_ledger_facts' result) and the inference server's health (vllm_health's), returns
+the node's before-state, the plan of the hold and the pre-flight checks with their reasons. Python
+rather than Jinja: the role's Jinja re-evaluated every nested variable at each use, which made this
+the costliest controller-side task of a run (~0.3 s per node).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import joined, k8s_objects, pod_ids, reason, unique
+
+# A node name that also fits in a label value (the pods carry it in gpuops.scheduling/node).
+NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+
+
+def _ours(names):
+    """Pods named like this run's (hold, hold-N, queue, probe): an interrupted earlier run's leftovers."""
+    hold, queue, probe = (re.escape(name) for name in names)
+    return re.compile(r"^({0}(-[0-9]+)?|{1}|{2})$".format(hold, queue, probe))
+
+
+def _vllm_state(url, vllm):
+    return {
+        "checked": bool(url),
+        "url": url,
+        "healthy": vllm.get("healthy"),
+        "status": vllm.get("status"),
+        "latency_ms": vllm.get("latency_ms"),
+        "error": vllm.get("error"),
+    }
+
+
+def _vllm_detail(url, vllm, require_healthy):
+    if vllm.get("status") is not None:
+        answer = "answered {0} in {1} ms".format(vllm["status"], vllm.get("latency_ms"))
+    elif vllm:
+        answer = "did not answer: {0}".format(vllm.get("error") or vllm.get("msg", "no answer"))
+    else:
+        answer = ""
+    if not vllm or vllm.get("healthy"):
+        verdict = ""
+    elif require_healthy:
+        verdict = "; refusing the node (gpu_demo_vllm_require_healthy=true)"
+    else:
+        verdict = "; proceeding (gpu_demo_vllm_require_healthy=false)"
+    return "inference server {0} {1}{2}".format(url or "(not checked)", answer, verdict)
+
+
+def judge_node(ledger_result, vllm_result, settings):
+    """{before, plan, checks} of the pre-flight.
+
+    ledger_result: gpu_ledger_facts' registered result (C(ledger) absent when it failed, then C(msg)).
+    vllm_result: vllm_health's registered result, or {} when no URL is checked.
+    settings: node, resource, namespace, pod_names (hold, queue, probe), hold_mode, hold_seconds, timeout,
+    allow_busy_node, vllm_url, vllm_require_healthy.
+    """
+    node_name, resource_name = settings["node"], settings["resource"]
+    vllm = vllm_result or {}
+    found = "ledger" in ledger_result
+    ledger = ledger_result.get("ledger") or {}
+    node = (ledger.get("nodes") or {}).get(node_name) or {} if found else {}
+    resource = (node.get("resources") or {}).get(resource_name) or {}
+    holders = resource.get("holders") or []
+    ours = _ours(settings["pod_names"])
+    leftovers = [pod for pod in holders if pod.get("namespace") == settings["namespace"] and ours.match(pod.get("name") or "")]
+    others = [pod for pod in holders if pod not in leftovers]
+    allocatable = int(resource.get("allocatable") or 0)
+    held_by_others = sum(int(pod.get("units") or 0) for pod in others)
+    free_for_demo = max(allocatable - held_by_others, 0)
+    labels = node.get("labels") or {}
+    replicas = int(labels.get(REPLICAS_LABEL, 1)) if resource_name.startswith("nvidia.com/gpu") else 1
+    hold_seconds, timeout = int(settings["hold_seconds"]), int(settings["timeout"])
+    allow_busy = bool(settings["allow_busy_node"])
+    url = settings.get("vllm_url") or ""
+
+    before = {
+        "node": node_name,
+        "resource": resource_name,
+        "found": found,
+        "error": "" if found else ledger_result.get("msg", ""),
+        "ready": node.get("ready", False),
+        "unschedulable": node.get("unschedulable", False),
+        "labels": labels,
+        "taints": node.get("taints") or [],
+        "operator_running": node.get("operator_running") or {},
+        "capacity": resource.get("capacity", 0),
+        "allocatable": allocatable,
+        "requested": resource.get("requested", 0),
+        "limits": resource.get("limits", 0),
+        "free": resource.get("free", 0),
+        "holders": holders,
+        "held_by_others": held_by_others,
+        "others": others,
+        "leftovers": leftovers,
+        "pending": ledger.get("pending") or [],
+        "vllm": _vllm_state(url, vllm),
+    }
+    plan = {"units": free_for_demo, "replicas": replicas, "mode": settings["hold_mode"]}
+
+    name_valid = bool(NODE_NAME.match(node_name))
+    advertised = found and bool(resource)
+    checks = [
+        {"id": "node_name_valid", "phase": "preflight", "passed": name_valid,
+         "detail": "node name '{0}' {1} a valid node name that fits in a label value (at most 63 characters: a-z, 0-9, "
+                   "'-', '.')".format(node_name, "is" if name_valid else "is not")},
+        {"id": "hold_outlives_waits", "phase": "preflight", "passed": hold_seconds > 2 * timeout,
+         "detail": "gpu_demo_hold_seconds ({0}) {1} twice gpu_demo_timeout ({2}): the hold must outlive the hold and "
+                   "queue waits".format(settings["hold_seconds"], "exceeds" if hold_seconds > 2 * timeout else "must exceed",
+                                        settings["timeout"])},
+        {"id": "timeout_usable", "phase": "preflight", "passed": timeout >= 1,
+         "detail": "gpu_demo_timeout ({0}) {1} at least 1 second: with 0 no wait, not even the cleanup's, could see the "
+                   "pods go".format(settings["timeout"], "is" if timeout >= 1 else "must be")},
+        # Before/after health only proves the demo did not disturb a server that was healthy to begin with.
+        {"id": "vllm_healthy_before", "phase": "preflight",
+         "passed": not settings["vllm_require_healthy"] or not vllm or bool(vllm.get("healthy")),
+         "detail": _vllm_detail(url, vllm, settings["vllm_require_healthy"])},
+        {"id": "node_found", "phase": "preflight", "passed": advertised,
+         "detail": ("node {0} advertises {1}" if advertised else "node {0} does not advertise {1}").format(node_name, resource_name)
+         if found else ledger_result.get("msg") or "the ledger could not be read"},
+    ]
+    # A node that cannot be read gets one clear reason, not every check failing after it.
+    if advertised:
+        ready, cordoned = bool(node.get("ready", False)), bool(node.get("unschedulable", False))
+        if held_by_others == 0:
+            busy = "no other pod holds " + resource_name
+        else:
+            busy = "{0} unit(s) held by {1}".format(held_by_others, ", ".join(pod_ids(others))) + (
+                "; allowed by gpu_demo_allow_busy_node, the hold takes the {0} free unit(s)".format(free_for_demo)
+                if allow_busy else "; refusing a busy node (gpu_demo_allow_busy_node=false)")
+        checks += [
+            {"id": "node_ready", "phase": "preflight", "passed": ready,
+             "detail": "node {0} is {1}".format(node_name, "Ready" if ready else "not Ready")},
+            {"id": "node_schedulable", "phase": "preflight", "passed": not cordoned,
+             "detail": "node {0} is {1}".format(node_name, "cordoned (spec.unschedulable)" if cordoned else "schedulable")},
+            {"id": "resource_allocatable", "phase": "preflight", "passed": allocatable > 0,
+             "detail": "allocatable {0} = {1}".format(resource_name, allocatable)},
+            {"id": "node_not_busy", "phase": "preflight", "passed": held_by_others == 0 or allow_busy, "detail": busy},
+        ]
+    if allow_busy:
+        checks.append({"id": "free_units", "phase": "preflight", "passed": free_for_demo > 0,
+                       "detail": "{0} free unit(s) of {1} to hold".format(free_for_demo, resource_name)})
+    return {"before": before, "plan": plan, "checks": checks}
+
+
+STATUS_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def api_status_message(text):
+    """The message of the API server's Status that a kubernetes.core error quotes (``Failed to create object: b'{...}'``),
+    else the text as it is."""
+    # The Status is quoted as Python bytes: its JSON escapes arrive with their backslashes doubled.
+    match = STATUS_MESSAGE.search((text or "").replace("\\\\", "\\"))
+    if not match:
+        return text
+    try:
+        return json.loads('"{0}"'.format(match.group(1)))
+    except ValueError:
+        return match.group(1)
+
+
+def judge_admission(dry_run, priority_class, create_priority_class):
+    """{priority_class_missing, checks} from the pre-flight's dry run (kubernetes.core.k8s in check mode).
+
+    The API server's dry run of the demo pods says whether it admits them and with which preemption policy (the
+    PriorityClass's). A missing PriorityClass that the run will create is no refusal. A dry run that failed for
+    another reason says nothing about preemption: one reason, not two.
+    """
+    # Nothing admitted is a failure (the role registers it with failed_when false, so "failed" is false). kubernetes.core
+    # says why in msg (its error, when there is one, is an HTTP status).
+    admitted = [item["result"] for item in k8s_objects(dry_run)]
+    failed = not admitted
+    error = (api_status_message(str(dry_run.get("msg") or reason(dry_run) or "")) if failed else None) or "dry run failed"
+    missing_class = failed and "no PriorityClass with name" in error
+    will_create = missing_class and bool(create_priority_class)
+    policies = [(pod.get("spec") or {}).get("preemptionPolicy") for pod in admitted]
+    never = bool(policies) and all(policy == "Never" for policy in policies)
+    if not failed:
+        admitted_detail = "the API server admits the {0} demo pod(s) (dry run)".format(len(admitted))
+    elif will_create:
+        admitted_detail = ("PriorityClass {0} does not exist yet: the run creates it (value 0, preemptionPolicy Never)"
+                           .format(priority_class))
+    else:
+        admitted_detail = error
+    if will_create:
+        never_detail = "the run creates PriorityClass {0} with preemptionPolicy Never".format(priority_class)
+    else:
+        never_detail = "PriorityClass {0} gives the demo pods preemptionPolicy {1}{2}".format(
+            priority_class, joined(unique(policies), "unknown"),
+            "" if never else ": it must be Never, so that a demo pod never evicts anything")
+    checks = [
+        {"id": "demo_pods_admitted", "phase": "preflight", "passed": not failed or will_create, "detail": admitted_detail},
+        {"id": "demo_pods_never_preempt", "phase": "preflight", "passed": will_create or never, "detail": never_detail},
+    ]
+    return {"priority_class_missing": missing_class,
+            "checks": checks if not failed or will_create else checks[:1]}

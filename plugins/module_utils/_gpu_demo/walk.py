@@ -1,0 +1,180 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
+"""The gpu_demo walk's judgement: what the hold, the queue and the release steps saw, against the walkthrough.
+
+From what each step of the walk registered (pod_wait's waits for the hold, the queue, the release and the
+deletion; kubernetes.core.k8s's deletion of the hold) returns each step's
+result (a step that did not run says so), the hold's GPU evidence, the queue's FailedScheduling and ledger,
+the queue pod's evidence, and the checks of each phase in order. Judging stops after the first
+phase with a failed check, as the run does. Python rather than Jinja for the reason _preflight.py gives:
+three judges in Jinja were a fifth of the controller's time per node.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
+    as_int,
+    joined,
+    k8s_deleted,
+    reason,
+    resource_entry,
+    unique,
+)
+
+PHASES = ("hold", "queue", "release")
+WAITS = ("hold", "queue", "release", "delete")
+
+
+def step_results(waits, hold_removal=None):
+    """Each wait's result by name; a wait that did not run (never reached, or skipped) gets met false and why.
+
+    ``waits``: pod_wait's registered results by step name; ``hold_removal``: the kubernetes.core.k8s deletion of
+    the hold (the release's result gets its names as ``deleted``).
+    """
+    results = {}
+    for name in WAITS:
+        result = waits.get(name) or {}
+        results[name] = result if "met" in result else {"met": False, "error": "not run", "pods": []}
+    results["release"] = dict(results["release"], deleted=k8s_deleted(hold_removal))
+    return results
+
+
+def judge_hold(hold, hold_names, plan, node, resource):
+    """The first task: pods that together request every free unit run on the node and print their GPUs."""
+    # One pod per unit, or one pod with every unit (see pod.yaml.j2).
+    units = [1] * len(hold_names) if len(hold_names) > 1 else [as_int(plan.get("units"))]
+    pods = [pod for pod in hold.get("pods") or [] if pod.get("name") in hold_names]
+    summary = hold_summary(pods, dict(zip(hold_names, units)), plan.get("replicas"))
+    met = bool(hold.get("met", False))
+    policies = [pod.get("preemption_policy") for pod in pods]
+    modes = summary["visible_devices_modes"]
+    # With MIG the units are MIG devices: the variable names them, not their parent GPUs.
+    devices = unit_noun(summary["unit_kind"])
+    if summary["corroborated"] and "list" in modes:
+        corroboration = ": it names the {0} nvidia-smi shows".format(devices)
+    elif summary["corroborated"]:
+        corroboration = " (legitimate with CDI; nvidia-smi -L is the evidence)"
+    else:
+        corroboration = ": it names other {0} than nvidia-smi shows".format(devices)
+    checks = [
+        {"id": "hold_running", "phase": "hold", "passed": met,
+         "detail": "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
+             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else reason(hold)},
+        {"id": "hold_never_preempts", "phase": "hold",
+         "passed": bool(pods) and all(policy == "Never" for policy in policies),
+         "detail": "hold pods have preemptionPolicy {0}".format(joined(unique(policies), "unknown"))},
+        {"id": "hold_one_gpu_per_unit", "phase": "hold", "passed": summary["one_gpu_per_unit"],
+         "detail": "nvidia-smi -L in the hold pods shows {0} device(s) for {1} unit(s), {2} distinct ({3}){4}".format(
+             summary["units_seen"], summary["units_expected"], len(summary["distinct_uuids"]),
+             joined([describe_unit(unit) for unit in sorted(summary["units"], key=lambda unit: unit["uuid"])], "none"),
+             ", up to {0} units per GPU (time-slicing)".format(summary["replicas"]) if summary["replicas"] > 1 else "")},
+        {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"],
+         "detail": "NVIDIA_VISIBLE_DEVICES is {0} in the hold pods{1}".format(joined(modes, "unknown"), corroboration)},
+    ]
+    return summary, checks
+
+
+def describe_unit(unit):
+    """A unit as a check's detail names it: the GPU's UUID, or the MIG device's with its profile and parent."""
+    if unit["kind"] == "mig":
+        return "{0} ({1} on {2})".format(unit["uuid"], unit["profile"], unit["gpu_uuid"])
+    return unit["uuid"]
+
+
+def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
+    """The second task: one more pod has nowhere to go, the ledger reads free 0, nothing is preempted."""
+    pods = queue.get("pods") or []
+    pod = next((item for item in pods if item.get("name") == queue_name), {})
+    holds = [item for item in pods if item.get("name") in hold_names]
+    scheduling = (queue.get("failed_scheduling") or [None])[0] or {}
+    ledger = queue.get("ledger") or {}
+    entry = resource_entry(ledger, node, resource)
+    holding = [item for item in entry.get("holders") or []
+               if item.get("namespace") == namespace and item.get("name") in hold_names]
+    pending = [item for item in ledger.get("pending") or []
+               if item.get("namespace") == namespace and item.get("name") == queue_name]
+    held_units = sum(as_int(item.get("units")) for item in holding)
+    during = {"allocatable": entry.get("allocatable"), "requested": entry.get("requested"), "limits": entry.get("limits"),
+              "free": entry.get("free"), "holders": entry.get("holders", []), "pending": ledger.get("pending", [])}
+    met = bool(queue.get("met", False))
+    checks = [
+        {"id": "queue_pending", "phase": "queue",
+         "passed": met and pod.get("phase") == "Pending" and not pod.get("node_name") and not pod.get("pod_ip"),
+         "detail": "{0}: {1}, node {2}, IP {3}{4}".format(
+             queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>", pod.get("pod_ip") or "<none>",
+             "" if met else ": {0}".format(reason(queue)))},
+        {"id": "queue_insufficient", "phase": "queue",
+         "passed": resource in ((scheduling.get("parsed") or {}).get("insufficient") or []),
+         "detail": "FailedScheduling{0}: {1}".format(
+             "" if scheduling.get("from_event", True) else " (PodScheduled condition)",
+             scheduling.get("message", "no FailedScheduling event"))},
+        {"id": "ledger_full", "phase": "queue",
+         "passed": entry.get("free", -1) == 0 and held_units == as_int(plan.get("units")) and len(pending) == 1,
+         "detail": "ledger {0} on {1}: allocatable {2}, requested {3}, free {4}; the hold pods account for {5}; {6} is {7}{8}".format(
+             resource, node, entry.get("allocatable", "?"), entry.get("requested", "?"), entry.get("free", "?"), held_units,
+             queue_name, "pending on the resource" if pending else "not pending on it", "" if ledger else " (ledger not read)")},
+        {"id": "hold_not_preempted", "phase": "queue",
+         "passed": len(holds) == len(hold_names) and all(item.get("phase") == "Running" for item in holds)
+         and not any(item.get("deletion_timestamp") for item in holds),
+         "detail": "hold pods while the queue pod waits: {0}".format(
+             joined(["{0} {1}".format(item.get("name"), item.get("phase")) for item in holds], "none found"))},
+    ]
+    return scheduling, during, checks
+
+
+def judge_release(release, hold_names, held_uuids, node, queue_name):
+    """The hand-off: the hold is deleted, the queue pod runs on the node, on a GPU the hold had, and ends."""
+    pods = release.get("pods") or []
+    pod = next((item for item in pods if item.get("name") == queue_name), {})
+    left = [item.get("name") for item in pods if item.get("name") in hold_names and item.get("exists")]
+    deleted = release.get("deleted") or []
+    evidence = hold_evidence(pod.get("log") or "")
+    seen = evidence["unit_uuids"]
+    met = bool(release.get("met", False))
+    still = ", still terminating: {0}".format(", ".join(left)) if left else ", gone"
+    checks = [
+        {"id": "hold_released", "phase": "release", "passed": len(deleted) == len(hold_names),
+         "detail": "deleted {0}{1}".format(joined(deleted, "nothing"), still)},
+        {"id": "queue_ran_on_node", "phase": "release",
+         "passed": met and pod.get("node_name") == node and pod.get("phase") == "Succeeded",
+         "detail": "{0}: {1} on {2}{3}".format(
+             queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>",
+             " after {0} s".format(release.get("elapsed")) if met else ": {0}".format(reason(release)))},
+        {"id": "queue_got_held_gpu", "phase": "release",
+         "passed": bool(seen) and not [uuid for uuid in seen if uuid not in held_uuids],
+         "detail": "the queue pod saw {0}; the hold had {1}".format(
+             joined([describe_unit(unit) for unit in evidence["units"]], "no GPU"), joined(unique(held_uuids), "none"))},
+    ]
+    return evidence, checks
+
+
+def judge_walk(waits, manifests, plan, settings, hold_removal=None):
+    """The walk's registered results -> steps, evidence and the checks of each phase up to the first that failed.
+
+    ``waits``, ``hold_removal``: as step_results takes them; ``settings``: node, resource, namespace,
+    queue_name.
+    """
+    node, resource, queue_name = settings["node"], settings["resource"], settings["queue_name"]
+    hold_names = [(manifest.get("metadata") or {}).get("name") for manifest in manifests.get("hold") or []]
+    steps = step_results(waits, hold_removal)
+    judged = {"steps": steps, "hold_summary": {}, "queue_scheduling": {}, "during": {}, "queue_evidence": {}, "checks": []}
+    summary, checks = judge_hold(steps["hold"], hold_names, plan, node, resource)
+    judged.update(hold_summary=summary, checks=checks)
+    if not all(check["passed"] for check in checks):
+        return judged
+    scheduling, during, checks = judge_queue(steps["queue"], hold_names, plan, node, resource, settings["namespace"], queue_name)
+    judged.update(queue_scheduling=scheduling, during=during, checks=judged["checks"] + checks)
+    if not all(check["passed"] for check in checks):
+        return judged
+    evidence, checks = judge_release(steps["release"], hold_names, summary["unit_uuids"], node, queue_name)
+    judged.update(queue_evidence=evidence, checks=judged["checks"] + checks)
+    return judged

@@ -1,0 +1,490 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
+"""The scheduler's ledger of extended resources, computed the way ``kubectl describe node`` does.
+
+Pure functions over plain API dicts (``kubectl get -o json``, or ``to_dict()`` of kubernetes.core's
+dynamic client objects), so unit tests feed recorded objects. The only function that reads is
+``read_ledger``, through a reader object (``CoreV1Reader`` in _kubernetes/client.py).
+
+kubectl sums, over the node's non-terminated pods, each pod's effective request and limit as
+defined by k8s.io/component-helpers/resource (PodRequests / PodLimits, the sidecar KEP-753 formula):
+
+* app containers are summed;
+* a restartable init container (``restartPolicy: Always``, a sidecar) runs alongside them, so it
+  is added to the sum; a regular init container runs alone, with the sidecars started before it;
+* the pod needs max(sum of the above, the largest "init container + earlier sidecars");
+* pod overhead is added to requests, and to limits that are set and non-zero.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import fnmatch
+import re
+from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
+
+DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu",)
+
+# The node labels that explain where GPU units come from: NFD's PCI label for NVIDIA (vendor 10de),
+# the GPU Operator's gpu.present, and GPU Feature Discovery's labels.
+GPU_LABELS = (
+    "feature.node.kubernetes.io/pci-10de.present",
+    "nvidia.com/gpu.present",
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.count",
+    "nvidia.com/gpu.memory",
+    "nvidia.com/gpu.replicas",
+    "nvidia.com/gpu.sharing-strategy",
+    "nvidia.com/mig.strategy",
+)
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+
+TERMINATED_PHASES = ("Succeeded", "Failed")
+# Same selector kubectl describe node uses; the API server filters, we re-check anyway.
+NON_TERMINATED_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+# GPU Operator components, recognised by the values of their app labels or by their pod names.
+OPERATOR_COMPONENTS = (
+    ("device_plugin", ("nvidia-device-plugin-daemonset", "nvidia-device-plugin")),
+    ("gpu_feature_discovery", ("gpu-feature-discovery",)),
+    ("node_feature_discovery", ("node-feature-discovery",)),
+)
+_APP_LABELS = ("app", "app.kubernetes.io/name")
+
+# The fields of Node and Pod objects this file reads, for readers that can skip the rest while decoding
+# (``select_fields`` in client.py says how to read these). Large fleets carry mostly what is not listed here.
+_CONDITION_FIELDS = [{"type": None, "status": None, "reason": None, "message": None}]
+NODE_FIELDS = {
+    "metadata": {"name": None, "labels": None},
+    "spec": {"unschedulable": None, "taints": [{"key": None, "value": None, "effect": None}]},
+    "status": {"capacity": None, "allocatable": None, "conditions": _CONDITION_FIELDS},
+}
+_RESOURCES_FIELDS = {"resources": {"requests": None, "limits": None}}
+POD_FIELDS = {
+    "metadata": {"name": None, "namespace": None, "uid": None, "deletionTimestamp": None},
+    "spec": {
+        "nodeName": None, "priority": None, "priorityClassName": None, "overhead": None,
+        "containers": [_RESOURCES_FIELDS],
+        "initContainers": [dict(_RESOURCES_FIELDS, restartPolicy=None)],
+    },
+    "status": {"phase": None, "nominatedNodeName": None, "conditions": _CONDITION_FIELDS},
+}
+OPERATOR_POD_FIELDS = {
+    "metadata": {"name": None, "labels": None},
+    "spec": {"nodeName": None},
+    "status": {"phase": None, "conditions": _CONDITION_FIELDS},
+}
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
+_BINARY_SUFFIXES = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
+_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+class LedgerError(Exception):
+    """The ledger cannot be read for the node asked for (unknown node, no such resource)."""
+
+
+def parse_quantity(quantity):
+    """A Kubernetes quantity ("1", "2", "1k", "500m", "16Gi", "1e3") as an exact Decimal."""
+    match = _QUANTITY.match(str(quantity).strip())
+    if not match:
+        raise ValueError("not a Kubernetes quantity: {0!r}".format(quantity))
+    number, suffix = Decimal(match.group(1)), match.group(2)
+    if not suffix:
+        return number
+    if suffix in _BINARY_SUFFIXES:
+        return number * (Decimal(1024) ** _BINARY_SUFFIXES[suffix])
+    if suffix in _DECIMAL_SUFFIXES:
+        return number.scaleb(_DECIMAL_SUFFIXES[suffix])
+    return number.scaleb(int(suffix[1:]))
+
+
+def as_number(value):
+    """A Decimal as int when whole (extended resources always are), else float."""
+    if value == value.to_integral_value():
+        return int(value)
+    return float(value)
+
+
+def matches_any(resource_name, patterns):
+    """Whether a resource name matches one of the exact names or fnmatch patterns."""
+    return any(fnmatch.fnmatchcase(resource_name, pattern) for pattern in patterns)
+
+
+class ResourceFilter(dict):
+    """Whether a resource name matches ``patterns`` (``matches_any``), remembered per name: a fleet's
+    pods name a handful of resources, and parsing only the wanted quantities saves most of the sums' time."""
+
+    def __init__(self, patterns):
+        super(ResourceFilter, self).__init__()
+        self.patterns = patterns
+
+    def __missing__(self, name):
+        self[name] = matched = matches_any(name, self.patterns)
+        return matched
+
+
+def _quantities(resource_list, wanted=None):
+    if wanted is None:
+        return {name: parse_quantity(value) for name, value in (resource_list or {}).items()}
+    return {name: parse_quantity(value) for name, value in (resource_list or {}).items() if wanted[name]}
+
+
+def _add(total, addend):
+    for name, value in addend.items():
+        total[name] = total.get(name, Decimal(0)) + value
+
+
+def _keep_max(total, candidate):
+    for name, value in candidate.items():
+        if name not in total or value > total[name]:
+            total[name] = value
+
+
+def _container_requests(container, wanted):
+    # The API server defaults a missing request to the limit; do the same for objects that were
+    # never defaulted (fixtures, manifests), so a limit-only extended resource counts as requested.
+    resources = container.get("resources") or {}
+    requests = _quantities(resources.get("limits"), wanted)
+    requests.update(_quantities(resources.get("requests"), wanted))
+    return requests
+
+
+def _container_limits(container, wanted):
+    return _quantities((container.get("resources") or {}).get("limits"), wanted)
+
+
+def _is_sidecar(init_container):
+    return init_container.get("restartPolicy") == "Always"
+
+
+def _aggregate_containers(spec, container_resources, wanted):
+    """component-helpers' aggregateContainerResourcesByFn: containers, sidecars and init containers.
+
+    Each resource is summed on its own: leaving out those that ``wanted`` refuses changes no other sum.
+    """
+    total = {}
+    for container in spec.get("containers") or []:
+        _add(total, container_resources(container, wanted))
+    sidecars_so_far = {}
+    largest_init_step = {}
+    for init_container in spec.get("initContainers") or []:
+        own = container_resources(init_container, wanted)
+        if _is_sidecar(init_container):
+            _add(total, own)
+            _add(sidecars_so_far, own)
+            step = dict(sidecars_so_far)
+        else:
+            step = dict(own)
+            _add(step, sidecars_so_far)
+        _keep_max(largest_init_step, step)
+    _keep_max(total, largest_init_step)
+    return total
+
+
+def pod_requests(pod, wanted=None):
+    """The pod's effective requests per resource, as the scheduler and kubectl count them.
+
+    ``wanted``: a ``ResourceFilter``; only the resources it accepts are computed (all when None).
+    """
+    spec = pod.get("spec") or {}
+    requests = _aggregate_containers(spec, _container_requests, wanted)
+    _add(requests, _quantities(spec.get("overhead"), wanted))
+    return requests
+
+
+def pod_limits(pod, wanted=None):
+    """The pod's effective limits per resource; overhead counts only on limits set above zero."""
+    spec = pod.get("spec") or {}
+    limits = _aggregate_containers(spec, _container_limits, wanted)
+    for name, value in _quantities(spec.get("overhead"), wanted).items():
+        if limits.get(name):
+            limits[name] += value
+    return limits
+
+
+def _names_a_wanted_resource(spec, wanted):
+    """Whether a pod spec's containers, init containers or overhead name a resource ``wanted`` accepts.
+
+    Most pods of a fleet name none (CPU and memory only): the ledger skips them before any sum.
+    """
+    for containers in (spec.get("containers"), spec.get("initContainers")):
+        for container in containers or ():
+            resources = container.get("resources") or {}
+            for resource_list in (resources.get("requests"), resources.get("limits")):
+                if resource_list and any(wanted[name] for name in resource_list):
+                    return True
+    overhead = spec.get("overhead")
+    return bool(overhead) and any(wanted[name] for name in overhead)
+
+
+def is_terminated(pod):
+    return (pod.get("status") or {}).get("phase") in TERMINATED_PHASES
+
+
+def node_name(node):
+    return node["metadata"]["name"]
+
+
+def advertised_resources(node, patterns):
+    """Names of the node's resources (capacity or allocatable) that match ``patterns``, sorted."""
+    status = node.get("status") or {}
+    names = set(status.get("capacity") or {}) | set(status.get("allocatable") or {})
+    return sorted(name for name in names if matches_any(name, patterns))
+
+
+def missing_resources_message(node, patterns):
+    """Why a node cannot be used: it advertises none of the resources asked for."""
+    status = node.get("status") or {}
+    advertised = sorted(set(status.get("capacity") or {}) | set(status.get("allocatable") or {}))
+    message = "node {0} advertises none of {1}; it advertises: {2}".format(
+        node_name(node), ", ".join(patterns), ", ".join(advertised) or "nothing")
+    if _labels(node).get(GPU_PRESENT_LABEL) == "true":
+        message += " (it is labelled {0}=true: is the device plugin running on it?)".format(GPU_PRESENT_LABEL)
+    return message
+
+
+def _labels(obj):
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def _is_ready(node):
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def _taints(node):
+    return [
+        {"key": taint.get("key"), "value": taint.get("value"), "effect": taint.get("effect")}
+        for taint in (node.get("spec") or {}).get("taints") or []
+    ]
+
+
+def _pod_identity(pod):
+    metadata = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    return {
+        "namespace": metadata.get("namespace"),
+        "name": metadata.get("name"),
+        "uid": metadata.get("uid"),
+        "phase": (pod.get("status") or {}).get("phase"),
+        "priority": spec.get("priority"),
+        "priority_class_name": spec.get("priorityClassName"),
+    }
+
+
+def _scheduling_condition(pod):
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled":
+            return condition
+    return {}
+
+
+def _sort_key(entry):
+    return (entry["namespace"] or "", entry["name"] or "")
+
+
+def _resource_ledger(node, resource_name, bound_pods):
+    status = node.get("status") or {}
+    capacity = parse_quantity((status.get("capacity") or {}).get(resource_name, 0))
+    # kubectl falls back to capacity when a node reports no allocatable at all.
+    allocatable_list = status.get("allocatable") or status.get("capacity") or {}
+    allocatable = parse_quantity(allocatable_list.get(resource_name, 0))
+    requested = limited = Decimal(0)
+    holders = []
+    for pod, requests, limits in bound_pods:
+        units = requests.get(resource_name, Decimal(0))
+        pod_limit = limits.get(resource_name, Decimal(0))
+        requested += units
+        limited += pod_limit
+        if units or pod_limit:
+            holder = _pod_identity(pod)
+            holder["units"] = as_number(units)
+            holder["terminating"] = bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+            holders.append(holder)
+    return {
+        "capacity": as_number(capacity),
+        "allocatable": as_number(allocatable),
+        "requested": as_number(requested),
+        "limits": as_number(limited),
+        "free": as_number(allocatable - requested),
+        "holders": sorted(holders, key=_sort_key),
+    }
+
+
+def _generated_pod_name(marker):
+    """Pod names a controller derives from a workload called ``marker``.
+
+    A Helm release may prefix it, NFD adds its role, a Deployment adds a ReplicaSet hash, and every
+    pod ends in five random characters: gpu-operator-node-feature-discovery-worker-9xk2m. Other
+    workloads that merely start with the marker (nvidia-device-plugin-mps-control-daemon-x) do not match.
+    """
+    return re.compile(r"(?:^|-){0}(?:-(?:worker|master|gc|topology-updater))?(?:-[a-z0-9]{{6,10}})?-[a-z0-9]{{5}}$".format(re.escape(marker)))
+
+
+_OPERATOR_POD_NAMES = tuple(
+    (component, tuple(_generated_pod_name(marker) for marker in markers)) for component, markers in OPERATOR_COMPONENTS
+)
+
+
+def operator_component(pod):
+    """Which GPU Operator component a pod is (``device_plugin``, ...), or None."""
+    labels = _labels(pod)
+    app_names = {labels.get(label) for label in _APP_LABELS}
+    for component, markers in OPERATOR_COMPONENTS:
+        if app_names.intersection(markers):
+            return component
+    pod_name = (pod.get("metadata") or {}).get("name") or ""
+    for component, name_patterns in _OPERATOR_POD_NAMES:
+        if any(pattern.search(pod_name) for pattern in name_patterns):
+            return component
+    return None
+
+
+def _is_pod_ready(pod):
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return False
+
+
+def summarize_operator_pods(namespace, pods):
+    """GPU Operator pods of ``namespace`` that the ledger depends on, and which components run."""
+    entries = []
+    for pod in pods:
+        component = operator_component(pod)
+        if component is None:
+            continue
+        entries.append({
+            "name": pod["metadata"]["name"],
+            "component": component,
+            "node": (pod.get("spec") or {}).get("nodeName"),
+            "phase": (pod.get("status") or {}).get("phase"),
+            "ready": _is_pod_ready(pod),
+        })
+    entries.sort(key=lambda entry: (entry["component"], entry["name"]))
+    running = {
+        component: any(entry["component"] == component and entry["phase"] == "Running" for entry in entries)
+        for component, _markers in OPERATOR_COMPONENTS
+    }
+    return {"namespace": namespace, "pods": entries, "running": running}
+
+
+def _operator_running_on(node, operator):
+    return {
+        component: any(
+            entry["component"] == component and entry["node"] == node and entry["phase"] == "Running"
+            for entry in operator["pods"]
+        )
+        for component, _markers in OPERATOR_COMPONENTS
+    }
+
+
+def _is_gpu_node(node, patterns):
+    return bool(advertised_resources(node, patterns)) or _labels(node).get(GPU_PRESENT_LABEL) == "true"
+
+
+def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None):
+    """The ledger of ``patterns`` resources for ``nodes``.
+
+    ``nodes``: Node dicts; those advertising none of the resources and not labelled
+    ``nvidia.com/gpu.present=true`` are left out (not GPU nodes).
+    ``pods``: Pod dicts from every namespace; terminated ones are skipped, pods bound to other
+    nodes are ignored, unbound ones requesting a resource are listed under ``pending``.
+    ``operator``: the result of ``summarize_operator_pods``, or None when not asked for.
+    """
+    gpu_nodes = [node for node in nodes if _is_gpu_node(node, patterns)]
+    bound_pods = {node_name(node): [] for node in gpu_nodes}
+    pending = []
+    wanted = ResourceFilter(patterns)
+    for pod in pods:
+        if is_terminated(pod):
+            continue
+        spec = pod.get("spec") or {}
+        bound_to = spec.get("nodeName")
+        if bound_to and bound_to not in bound_pods or not _names_a_wanted_resource(spec, wanted):
+            # Bound elsewhere, or asks for none of the resources: it neither holds units here nor waits for them.
+            continue
+        requests = pod_requests(pod, wanted)
+        if bound_to:
+            bound_pods[bound_to].append((pod, requests, pod_limits(pod, wanted)))
+            continue
+        pending_units = {name: as_number(units) for name, units in requests.items() if units}
+        if pending_units:
+            entry = _pod_identity(pod)
+            condition = _scheduling_condition(pod)
+            entry.update({
+                "requests": pending_units,
+                "reason": condition.get("reason"),
+                "message": condition.get("message"),
+                "nominated_node_name": (pod.get("status") or {}).get("nominatedNodeName"),
+            })
+            pending.append(entry)
+
+    ledger_nodes = {}
+    totals = {}
+    for node in gpu_nodes:
+        name = node_name(node)
+        resources = {
+            resource: _resource_ledger(node, resource, bound_pods[name])
+            for resource in advertised_resources(node, patterns)
+        }
+        for resource, entry in resources.items():
+            total = totals.setdefault(resource, {"capacity": 0, "allocatable": 0, "requested": 0, "limits": 0, "free": 0})
+            for key in total:
+                total[key] += entry[key]
+        labels = _labels(node)
+        ledger_nodes[name] = {
+            "ready": _is_ready(node),
+            "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+            "labels": {label: labels[label] for label in GPU_LABELS if label in labels},
+            "taints": _taints(node),
+            "resources": resources,
+        }
+        if operator is not None:
+            ledger_nodes[name]["operator_running"] = _operator_running_on(name, operator)
+
+    ledger = {"nodes": ledger_nodes, "totals": totals, "pending": sorted(pending, key=_sort_key)}
+    if operator is not None:
+        ledger["operator"] = operator
+    return ledger
+
+
+def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_namespace=None):
+    """The ledger, from a constant number of reads whatever the cluster's size.
+
+    ``reader`` provides ``get_node(name, fields)`` (None when absent), ``list_nodes(fields)`` and
+    ``list_pods(namespace=None, field_selector=None, fields=None)`` returning plain dicts with at least
+    ``fields`` (``NODE_FIELDS``, ``POD_FIELDS``, ``OPERATOR_POD_FIELDS``), and ``host``.
+    Reads: the node (or the node list), one pod list across all namespaces, and the operator
+    namespace's pod list when ``operator_namespace`` is set.
+    """
+    if node:
+        node_object = reader.get_node(node, fields=NODE_FIELDS)
+        if node_object is None:
+            raise LedgerError("node '{0}' not found on {1}".format(node, reader.host))
+        if not advertised_resources(node_object, patterns):
+            raise LedgerError(missing_resources_message(node_object, patterns))
+        nodes = [node_object]
+        pods = reader.list_pods(field_selector=NON_TERMINATED_FIELD_SELECTOR, fields=POD_FIELDS)
+    else:
+        # The two lists are read at once: the API server serializes one while this process decodes the other.
+        with ThreadPoolExecutor(max_workers=1) as background:
+            listed_nodes = background.submit(reader.list_nodes, fields=NODE_FIELDS)
+            pods = reader.list_pods(field_selector=NON_TERMINATED_FIELD_SELECTOR, fields=POD_FIELDS)
+            nodes = listed_nodes.result()
+    operator = None
+    if operator_namespace:
+        operator_pods = reader.list_pods(namespace=operator_namespace, fields=OPERATOR_POD_FIELDS)
+        operator = summarize_operator_pods(operator_namespace, operator_pods)
+    return build_ledger(nodes, pods, patterns, operator)

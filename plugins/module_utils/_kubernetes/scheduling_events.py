@@ -1,0 +1,285 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
+"""Parse the kube-scheduler's FailedScheduling messages into data.
+
+The message is ``FitError.Error()`` (pkg/scheduler/framework/types.go), optionally followed by the
+PostFilter plugins' messages, for example::
+
+    0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available:
+    1 No preemption victims found for incoming pod.
+
+Its shape since Kubernetes 1.19: ``0/<total> nodes are available: [<PreFilter message>.]
+[<count> <reason>, <count> <reason>.] [<PostFilter messages, comma separated>]`` where the
+default preemption plugin's message starts with ``preemption: `` and is either another node
+summary or a sentence (``not eligible due to preemptionPolicy=Never.``). Events often carry a
+trailing extra period. Older schedulers wrote ``No nodes are available that match all of the
+following predicates:: Insufficient cpu (1), ...`` (1.6 - 1.9) and ``pod (x) failed to fit in any
+node\\nfit failure summary on nodes : Insufficient cpu (1)`` (1.5); both are understood.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import iso, parse_time
+
+_SUMMARY = re.compile(r"^\s*(?P<available>\d+)/(?P<total>\d+) nodes are available(?::\s*(?P<rest>.*))?$", re.S)
+_PREDICATES = re.compile(
+    r"^\s*(?:No nodes are available that match all of the following predicates:?|"
+    r"pod \(.*?\) failed to fit in any node\s*fit failure summary on nodes\s*)\s*:\s*(?P<rest>.*)$", re.S)
+# "<count> <reason>": the form of every item of a reason list since 1.10.
+_COUNTED = re.compile(r"^(?P<count>\d+) (?P<reason>\S.*)$", re.S)
+# "<reason> (<count>)": the form of the 1.5 - 1.9 predicate summaries.
+_COUNT_AFTER = re.compile(r"^(?P<reason>\S.*?) \((?P<count>\d+)\)$", re.S)
+_INSUFFICIENT = re.compile(r"^Insufficient (?P<resource>\S+)$")
+# Start of the default preemption plugin's part; other PostFilter plugins' messages precede it.
+_PREEMPTION = re.compile(r"(?:^|(?<=[\s,.]))preemption:\s*")
+
+
+def _split_outside_braces(text, separator):
+    """Split ``text`` on ``separator`` except inside ``{...}`` (taints print as ``{key: value}``)."""
+    parts = []
+    depth = 0
+    start = 0
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "{":
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+        elif depth == 0 and text.startswith(separator, index):
+            parts.append(text[start:index])
+            index += len(separator)
+            start = index
+            continue
+        index += 1
+    parts.append(text[start:])
+    return parts
+
+
+def _sentences(text):
+    """Split on a period that ends a sentence (followed by space or the end), not ``nvidia.com``."""
+    pieces = []
+    for chunk in _split_outside_braces(text.strip(), ". "):
+        chunk = chunk.strip().rstrip(".").strip()
+        if chunk:
+            pieces.append(chunk)
+    return pieces
+
+
+def _counted_items(sentence):
+    """``1 Insufficient cpu, 2 node(s) had taint {a: b}, that the pod didn't tolerate`` -> pairs.
+
+    A comma followed by something that is not a count continues the previous reason (the 1.10 -
+    1.17 taint wording contains a comma). Returns None when the sentence is not a reason list.
+    """
+    items = []
+    for part in _split_outside_braces(sentence, ", "):
+        match = _COUNTED.match(part.strip())
+        if match:
+            items.append([match.group("reason").strip(), int(match.group("count"))])
+        elif items:
+            items[-1][0] += ", " + part.strip()
+        else:
+            return None
+    return items
+
+
+def _add_reasons(reasons, items):
+    for reason, count in items:
+        reasons[reason] = reasons.get(reason, 0) + count
+
+
+def _insufficient(reasons):
+    resources = []
+    for reason in reasons:
+        match = _INSUFFICIENT.match(reason)
+        if match and match.group("resource") not in resources:
+            resources.append(match.group("resource"))
+    return resources
+
+
+def _parse_summary(text):
+    """``0/N nodes are available: ...`` (without the preemption part) -> dict, or None."""
+    match = _SUMMARY.match(text)
+    if not match:
+        return None
+    reasons = {}
+    messages = []
+    for sentence in _sentences(match.group("rest") or ""):
+        items = _counted_items(sentence)
+        if items is None:
+            # A PreFilter message (``persistentvolumeclaim "x" not found``) or another PostFilter
+            # plugin's message (``no new claims to deallocate``).
+            messages.extend(part.strip() for part in _split_outside_braces(sentence, ", ") if part.strip())
+        else:
+            _add_reasons(reasons, items)
+    return {
+        "nodes_total": int(match.group("total")),
+        "nodes_available": int(match.group("available")),
+        "reasons": reasons,
+        "insufficient": _insufficient(reasons),
+        "messages": messages,
+    }
+
+
+def _parse_predicates(text):
+    """The 1.5 - 1.9 forms: ``... predicates:: Insufficient cpu (1), PodToleratesNodeTaints (2).``"""
+    match = _PREDICATES.match(text)
+    if not match:
+        return None
+    reasons = {}
+    for part in _split_outside_braces(match.group("rest").strip().rstrip("."), ", "):
+        counted = _COUNT_AFTER.match(part.strip())
+        if counted:
+            _add_reasons(reasons, [(counted.group("reason"), int(counted.group("count")))])
+    return {
+        "nodes_total": None,
+        "nodes_available": 0,
+        "reasons": reasons,
+        "insufficient": _insufficient(reasons),
+        "messages": [],
+    }
+
+
+def _parse_preemption(text):
+    text = text.strip()
+    summary = _parse_summary(text)
+    if summary is not None:
+        summary["message"] = text
+        summary["eligible"] = True
+        return summary
+    sentence = text.rstrip(".").strip()
+    return {
+        "message": text,
+        "nodes_total": None,
+        "nodes_available": None,
+        "reasons": {},
+        "insufficient": [],
+        "messages": [sentence] if sentence else [],
+        # DefaultPreemption.PodEligibleToPreemptOthers: "not eligible due to preemptionPolicy=Never."
+        "eligible": "not eligible" not in sentence.lower(),
+    }
+
+
+def parse_failed_scheduling(message):
+    """A FailedScheduling message -> dict.
+
+    Keys: ``message`` (as given), ``format`` (``framework`` for ``0/N nodes are available``,
+    ``predicates`` for 1.5 - 1.9, ``unknown``), ``nodes_total``, ``nodes_available``, ``reasons``
+    ({reason: node count}), ``insufficient`` (resource names of ``Insufficient <resource>``
+    reasons), ``messages`` (sentences that are not counted reasons) and ``preemption`` (the same
+    keys for the ``preemption:`` part plus ``message`` and ``eligible``, or None when absent).
+    """
+    if message is None:
+        message = ""
+    if not isinstance(message, str):
+        raise TypeError("a FailedScheduling message must be a string, not {0}".format(type(message).__name__))
+    text = message.strip()
+    preemption = None
+    split = _PREEMPTION.search(text)
+    main = text
+    if split:
+        main = text[:split.start()].rstrip(" ,")
+        preemption = _parse_preemption(text[split.end():])
+    result = _parse_summary(main)
+    fmt = "framework"
+    if result is None:
+        result = _parse_predicates(main)
+        fmt = "predicates"
+    if result is None:
+        fmt = "unknown"
+        result = {"nodes_total": None, "nodes_available": None, "reasons": {}, "insufficient": [],
+                  "messages": list(_sentences(main))}
+    result["message"] = message
+    result["format"] = fmt
+    result["preemption"] = preemption
+    return result
+
+
+def _event_times(event):
+    metadata = event.get("metadata") or {}
+    series = event.get("series") or {}
+    first = (parse_time(event.get("eventTime")) or parse_time(event.get("firstTimestamp"))
+             or parse_time(metadata.get("creationTimestamp")))
+    last = (parse_time(series.get("lastObservedTime")) or parse_time(event.get("lastTimestamp")) or first)
+    return first, last
+
+
+def _pod_filter(pods):
+    """pods: names, or dicts with name and/or uid -> (names, uids) to keep; None keeps everything."""
+    if pods is None:
+        return None, None
+    names, uids = set(), set()
+    for pod in pods:
+        if isinstance(pod, dict):
+            if pod.get("uid"):
+                uids.add(pod["uid"])
+            elif pod.get("name"):
+                names.add(pod["name"])
+        else:
+            names.add(str(pod))
+    return names, uids
+
+
+def event_timeline(events, pods=None, since=None):
+    """core/v1 Events -> rows like the Events table of ``kubectl describe pod``, oldest first.
+
+    ``pods`` keeps the events of these pods (names, or dicts with ``uid``: a uid is exact, a name
+    also matches earlier pods of the same name); ``since`` (epoch seconds) drops older events.
+    Each row: ``at`` (ISO), ``at_epoch``, ``last_at``, ``count``, ``type``, ``reason``, ``source``
+    (``default-scheduler``, ``kubelet``), ``object`` (``pod/gpu-demo-hold``), ``pod``, ``message``.
+    """
+    names, uids = _pod_filter(pods)
+    rows = []
+    for event in events or []:
+        involved = event.get("involvedObject") or event.get("regarding") or {}
+        if involved.get("kind", "Pod") != "Pod":
+            continue
+        if names is not None and involved.get("uid") not in uids and involved.get("name") not in names:
+            continue
+        first, last = _event_times(event)
+        if since is not None and (last or 0) < since - 1:
+            continue
+        source = event.get("source") or {}
+        series = event.get("series") or {}
+        rows.append({
+            "at": iso(first),
+            "at_epoch": first,
+            "last_at": iso(last),
+            "count": event.get("count") or series.get("count") or 1,
+            "type": event.get("type") or "Normal",
+            "reason": event.get("reason") or "",
+            "source": (source.get("component") or event.get("reportingComponent")
+                       or event.get("reportingController") or ""),
+            "object": "pod/{0}".format(involved.get("name")),
+            "pod": involved.get("name"),
+            "message": (event.get("message") or event.get("note") or "").strip(),
+        })
+    order = {"FailedScheduling": 0, "Scheduled": 1, "Pulling": 2, "Pulled": 3, "Created": 4, "Started": 5,
+             "Killing": 6}
+    # The kubelet can record its first events a few milliseconds before the scheduler's Scheduled
+    # event of the same pod is written: nothing happens on a node before the pod is bound to it.
+    scheduled = {}
+    for row in rows:
+        if row["reason"] == "Scheduled" and row["at_epoch"] is not None:
+            scheduled.setdefault(row["pod"], row["at_epoch"])
+    for row in rows:
+        moment = row["at_epoch"] or 0
+        bound = scheduled.get(row["pod"])
+        if bound is not None and order.get(row["reason"], 9) > 1 and moment < bound:
+            moment = bound
+        row["_sort"] = (moment, order.get(row["reason"], 9), row["at_epoch"] or 0)
+    rows.sort(key=lambda row: row["_sort"])
+    for row in rows:
+        del row["_sort"]
+    return rows

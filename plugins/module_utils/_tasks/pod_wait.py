@@ -1,0 +1,378 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
+"""pod_wait: watch pods until a condition holds, then read their logs, events and the ledger (see runner.py for how a
+task function runs). Creating and deleting them is kubernetes.core.k8s's.
+
+What the pods' states mean is decided in _pod_wait.py; this file makes the API calls of one pod_wait task.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import re
+import time
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import (
+    CoreV1Reader,
+    K8sApiError,
+    core_v1_api,
+    explain_api_errors,
+    k8s_client,
+)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledger import LedgerError, read_ledger
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import (
+    CONDITIONS,
+    DEFAULT_FATAL_REASONS,
+    HOPELESS,
+    MET,
+    WAITING,
+    PodSetWatch,
+    describe,
+    iso,
+)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.scheduling_events import (
+    event_timeline,
+    parse_failed_scheduling,
+)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import TaskFailed
+
+try:
+    from kubernetes.client.rest import ApiException
+    from kubernetes.watch import Watch
+except ImportError:
+    # The module (k8s_module()) reports the missing library.
+    pass
+
+# The FailedScheduling event follows the pod's condition within milliseconds; do not let a lost
+# event hold the GPUs for the whole timeout.
+EVENT_GRACE_SECONDS = 10
+# A running container prints its first lines within milliseconds: a short poll of the log costs
+# less than opening a log stream per pod.
+LOG_POLL_SECONDS = 0.1
+
+
+class WaitFailed(Exception):
+    """The wait cannot succeed; the message says which pod and why."""
+
+
+class PodWaiter:
+    """One pod_wait call: a list and a watch, then logs, events and the ledger."""
+
+    def __init__(self, api, params, clock=None):
+        self.api = api
+        self.params = params
+        self.clock = clock or time.time
+        self.namespace = params["namespace"]
+        self.names = params["names"] or []
+        self.selector = ",".join(params["label_selectors"] or []) or None
+        self.requests = 0
+        self.started = self.clock()
+        self.deadline = self.started + params["timeout"]
+        self.tracker = PodSetWatch(
+            params["condition"], names=self.names, count=params["count"], node=params["node"],
+            fail_on_unschedulable=params["fail_on_unschedulable"], fatal_reasons=params["fatal_reasons"],
+            record_all=bool(self.selector))
+        self.failed_scheduling = None
+        self.events = None
+        self.ledger = None
+        self.logs = {}
+
+    @property
+    def host(self):
+        return getattr(self.api.api_client.configuration, "host", None)
+
+    def remaining(self):
+        return self.deadline - self.clock()
+
+    @staticmethod
+    def _raw(response):
+        # Plain API dicts: the client's model classes are slow and rename every key.
+        return json.loads(response.data)
+
+    def targets(self):
+        """The pods that must reach the condition, as last seen."""
+        pods = self.tracker.report()
+        return [pod for pod in pods if not self.names or pod["name"] in self.names]
+
+    # -- the wait -------------------------------------------------------------------------
+    def _selectors(self):
+        if self.selector:
+            return {"label_selector": self.selector}
+        if len(self.names) == 1:
+            return {"field_selector": "metadata.name={0}".format(self.names[0])}
+        return {}
+
+    def list_pods(self):
+        self.requests += 1
+        with explain_api_errors("list pods in namespace {0}".format(self.namespace), self.host):
+            listing = self._raw(self.api.list_namespaced_pod(self.namespace, _preload_content=False,
+                                                             **self._selectors()))
+        self.tracker.load(listing.get("items") or [], self.clock())
+        return (listing.get("metadata") or {}).get("resourceVersion")
+
+    def wait(self):
+        resource_version = self.list_pods()
+        while True:
+            state, message = self.tracker.verdict()
+            if state == MET:
+                return
+            if state == HOPELESS:
+                raise WaitFailed(message)
+            remaining = self.remaining()
+            if remaining <= 0:
+                raise WaitFailed("timed out after {0}s waiting for {1}: {2}".format(
+                    self.params["timeout"], self._what(), self._states()))
+            try:
+                resource_version = self._watch(resource_version, remaining)
+            except ApiException as error:
+                if error.status != 410:
+                    raise
+                # The resourceVersion is too old (compacted): list again and go on from there.
+                resource_version = self.list_pods()
+
+    def _watch(self, resource_version, remaining):
+        watch = Watch()
+        self.requests += 1
+        stream = watch.stream(
+            self.api.list_namespaced_pod, self.namespace, resource_version=resource_version,
+            timeout_seconds=max(1, int(remaining + 0.999)), allow_watch_bookmarks=True, deserialize=False,
+            _request_timeout=(10, remaining + 10), **self._selectors())
+        try:
+            for event in stream:
+                pod = event.get("object") or {}
+                resource_version = (pod.get("metadata") or {}).get("resourceVersion") or resource_version
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    self.tracker.apply(event["type"], pod, self.clock())
+                    if self.tracker.verdict()[0] != WAITING:
+                        break
+                if self.remaining() <= 0:
+                    break
+        finally:
+            watch.stop()
+        return resource_version
+
+    def _what(self):
+        target = ", ".join(self.names) if self.names else "pods matching {0}".format(self.selector)
+        return "{0} to be {1}".format(target, self.params["condition"])
+
+    def _states(self):
+        pods = self.targets()
+        if not pods:
+            return "no pod found"
+        return "; ".join("{0}: {1}".format(pod["name"], describe(pod) if pod.get("exists") else "gone")
+                         for pod in pods)
+
+    # -- logs -----------------------------------------------------------------------------
+    def _read_log(self, name):
+        self.requests += 1
+        with explain_api_errors("read the log of pod {0}/{1}".format(self.namespace, name), self.host):
+            try:
+                response = self.api.read_namespaced_pod_log(
+                    name, self.namespace, limit_bytes=self.params["log_limit_bytes"], _preload_content=False)
+            except ApiException as error:
+                if error.status in (400, 404):
+                    # Not started yet (400: "container is waiting to start") or gone.
+                    return None
+                raise
+        return response.data.decode("utf-8", errors="replace")
+
+    def collect_logs(self):
+        pattern = self.params["log_ready_pattern"]
+        regex = re.compile(pattern) if pattern else None
+        for pod in self.targets():
+            started = any(item["started_at"] for item in pod.get("containers") or [])
+            if not pod.get("exists") or not (started or pod["phase"] in ("Running", "Succeeded", "Failed")):
+                continue
+            text = self._read_log(pod["name"])
+            while regex and not (text and regex.search(text)):
+                if self.remaining() <= 0:
+                    raise WaitFailed("timed out after {0}s waiting for the log of pod {1} to show {2!r}; "
+                                     "it shows: {3!r}".format(self.params["timeout"], pod["name"], pattern,
+                                                              (text or "")[-500:]))
+                time.sleep(LOG_POLL_SECONDS)
+                text = self._read_log(pod["name"])
+            self.logs[pod["name"]] = text
+
+    # -- events ---------------------------------------------------------------------------
+    def _list_events(self, field_selector):
+        self.requests += 1
+        with explain_api_errors("list events in namespace {0}".format(self.namespace), self.host):
+            listing = self._raw(self.api.list_namespaced_event(self.namespace, field_selector=field_selector,
+                                                               _preload_content=False))
+        return listing.get("items") or [], (listing.get("metadata") or {}).get("resourceVersion")
+
+    def collect_failed_scheduling(self):
+        """The latest FailedScheduling event of each target pod, waiting briefly for it if needed."""
+        found = []
+        for pod in self.targets():
+            if not pod.get("uid"):
+                continue
+            selector = "involvedObject.uid={0},reason=FailedScheduling".format(pod["uid"])
+            items, resource_version = self._list_events(selector)
+            if not items:
+                items = self._watch_first_event(selector, resource_version)
+            rows = event_timeline(items)
+            if rows:
+                latest = rows[-1]
+                entry = {"pod": pod["name"], "message": latest["message"], "source": latest["source"],
+                         "count": latest["count"], "at": latest["at"], "last_at": latest["last_at"],
+                         "from_event": True}
+            else:
+                # No event in time: the PodScheduled condition carries the same message.
+                condition = [item for item in pod["conditions"] if item["type"] == "PodScheduled"]
+                entry = {"pod": pod["name"], "message": (condition[0]["message"] if condition else "") or "",
+                         "source": "PodScheduled condition", "count": 1,
+                         "at": condition[0]["last_transition_time"] if condition else None,
+                         "last_at": None, "from_event": False}
+            entry["parsed"] = parse_failed_scheduling(entry["message"])
+            found.append(entry)
+        self.failed_scheduling = found
+
+    def _watch_first_event(self, field_selector, resource_version):
+        limit = min(self.remaining(), EVENT_GRACE_SECONDS)
+        if limit <= 0:
+            return []
+        watch = Watch()
+        self.requests += 1
+        with explain_api_errors("watch events in namespace {0}".format(self.namespace), self.host):
+            try:
+                for event in watch.stream(self.api.list_namespaced_event, self.namespace,
+                                          field_selector=field_selector, resource_version=resource_version,
+                                          timeout_seconds=max(1, int(limit + 0.999)), deserialize=False,
+                                          _request_timeout=(10, limit + 10)):
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        return [event["object"]]
+            finally:
+                watch.stop()
+        return []
+
+    def collect_events(self):
+        pods = [{"uid": pod["uid"]} for pod in self.tracker.report() if pod.get("uid")]
+        pods += [{"uid": uid} for uid in self.params["event_pod_uids"] or []]
+        items, _resource_version = self._list_events("involvedObject.kind=Pod")
+        self.events = event_timeline(items, pods=pods)
+
+    # -- ledger ---------------------------------------------------------------------------
+    def collect_ledger(self, reader):
+        self.requests += 2
+        try:
+            self.ledger = read_ledger(reader, node=self.params["ledger_node"],
+                                      patterns=tuple(self.params["ledger_resources"]))
+        except LedgerError as error:
+            raise WaitFailed("reading the ledger of node {0}: {1}".format(self.params["ledger_node"], error))
+
+    # -- result ---------------------------------------------------------------------------
+    def result(self, error=None):
+        pods = []
+        for pod in self.tracker.report():
+            entry = dict(pod)
+            entry.pop("labels", None)
+            if pod["name"] in self.logs:
+                entry["log"] = self.logs[pod["name"]]
+            pods.append(entry)
+        finished = self.clock()
+        result = {
+            "condition": self.params["condition"],
+            "pods": pods,
+            "transitions": self.tracker.transitions(),
+            "exact": self.tracker.exact(),
+            "started_at": iso(self.started),
+            "finished_at": iso(finished),
+            "elapsed": round(finished - self.started, 3),
+            "api_requests": self.requests,
+            "met": error is None,
+            "error": error,
+            "changed": False,
+        }
+        if self.failed_scheduling is not None:
+            result["failed_scheduling"] = self.failed_scheduling
+        if self.events is not None:
+            result["events"] = self.events
+        if self.ledger is not None:
+            result["ledger"] = self.ledger
+        return result
+
+
+def wait_for(params, api, reader, warn):
+    """One wait (then logs, events, ledger): (result, error message or None)."""
+    waiter = PodWaiter(api, params)
+    condition = params["condition"]
+    try:
+        with explain_api_errors("watch pods in namespace {0}".format(params["namespace"]), waiter.host):
+            waiter.wait()
+        if params["warn_gone"] and condition == "deleted":
+            gone = [pod["name"] for pod in waiter.targets()]
+            if gone:
+                warn("{0} pod(s) in namespace {1} gone: {2}".format(len(gone), params["namespace"], ", ".join(gone)))
+        if condition == "unschedulable":
+            waiter.collect_failed_scheduling()
+        if (params["logs"] or params["log_ready_pattern"]) and condition not in ("unschedulable", "deleted"):
+            waiter.collect_logs()
+        if params["ledger_node"]:
+            waiter.collect_ledger(reader)
+        if params["events"]:
+            waiter.collect_events()
+    except (WaitFailed, K8sApiError) as error:
+        if params["events"] and waiter.events is None:
+            try:
+                waiter.collect_events()
+            except K8sApiError:
+                # The wait's own failure is the news; a missing event list must not hide it.
+                pass
+        return waiter.result(error=str(error)), str(error)
+    return waiter.result(), None
+
+
+# The module's own options; kubernetes.core's connection options come on top (_k8s_client.module_argument_spec).
+OPTIONS = dict(
+    namespace=dict(type="str", required=True),
+    names=dict(type="list", elements="str"),
+    label_selectors=dict(type="list", elements="str"),
+    count=dict(type="int"),
+    condition=dict(type="str", required=True, choices=list(CONDITIONS)),
+    node=dict(type="str"),
+    timeout=dict(type="int", default=120),
+    fail_on_unschedulable=dict(type="bool", default=False),
+    fatal_reasons=dict(type="list", elements="str", default=list(DEFAULT_FATAL_REASONS)),
+    logs=dict(type="bool", default=False),
+    log_ready_pattern=dict(type="str"),
+    log_limit_bytes=dict(type="int", default=65536),
+    events=dict(type="bool", default=False),
+    event_pod_uids=dict(type="list", elements="str", default=[]),
+    ledger_node=dict(type="str"),
+    ledger_resources=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
+    warn_gone=dict(type="bool", default=False),
+)
+
+
+def check_params(params):
+    """Refuse, before any API call, a wait that names no pods or has an invalid log pattern."""
+    if not (params["names"] or params["label_selectors"]):
+        raise TaskFailed("give names or label_selectors")
+    if params["log_ready_pattern"]:
+        try:
+            re.compile(params["log_ready_pattern"])
+        except re.error as error:
+            raise TaskFailed("log_ready_pattern is not a valid regular expression: {0}".format(error))
+
+
+def run(params, check_mode, warn):
+    """Read-only: check mode changes nothing, so the wait runs as it would."""
+    del check_mode
+    check_params(params)
+    try:
+        client = k8s_client(params)
+    except K8sApiError as error:
+        raise TaskFailed(str(error))
+    result, error = wait_for(params, core_v1_api(client), CoreV1Reader(client), warn)
+    if error:
+        raise TaskFailed(error, **result)
+    return result

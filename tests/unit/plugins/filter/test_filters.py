@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The filters of plugins/filter/scheduling.py (general) and gpu_demo.py (the role's own): names, errors as AnsibleFilterError."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.scheduling.plugins.filter import gpu_demo, scheduling
+
+FILTERS = dict(scheduling.FilterModule().filters(), **gpu_demo.FilterModule().filters())
+SEED = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available: "
+        "1 No preemption victims found for incoming pod.")
+
+
+def test_filter_names():
+    # The general filters and the role's private ones live in separate files, so a reader sees which is which.
+    assert sorted(scheduling.FilterModule().filters()) == ["failed_scheduling", "scheduling_event_timeline"]
+    assert sorted(gpu_demo.FilterModule().filters()) == ["gpu_demo_admission", "gpu_demo_cleanup", "gpu_demo_evidence",
+                                                         "gpu_demo_hold_summary", "gpu_demo_preflight", "gpu_demo_timeline",
+                                                         "gpu_demo_walk"]
+
+
+def test_failed_scheduling_filter():
+    assert FILTERS["failed_scheduling"](SEED)["insufficient"] == ["nvidia.com/gpu"]
+    with pytest.raises(AnsibleFilterError, match="failed_scheduling: a FailedScheduling message must be a string"):
+        FILTERS["failed_scheduling"](["not", "a", "message"])
+
+
+def test_evidence_filter_rejects_non_text():
+    with pytest.raises(AnsibleFilterError, match="gpu_demo_evidence"):
+        FILTERS["gpu_demo_evidence"](42)
+
+
+def test_timeline_filters():
+    assert FILTERS["scheduling_event_timeline"]([]) == []
+    timeline = FILTERS["gpu_demo_timeline"]([{"transitions": {"h": {"created": 1.0, "scheduled": 1.1, "deleted": 2.0}},
+                                              "exact": {"h": ["created", "scheduled", "deleted"]}}], 1, {"h": 1})
+    assert [step["free"] for step in timeline["free"]] == [1, 0, 1]
+    summary = FILTERS["gpu_demo_hold_summary"]([{"name": "h", "log": "GPU 0: NVIDIA H20 (UUID: GPU-1)"}], {"h": 1})
+    assert summary["one_gpu_per_unit"] is True

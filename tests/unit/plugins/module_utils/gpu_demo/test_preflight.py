@@ -1,0 +1,206 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The pre-flight's judgement of a node: before-state, plan, checks and their reasons."""
+
+import json
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo import gpu_demo_preflight
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
+
+SETTINGS = dict(node="prod102", resource="nvidia.com/gpu", namespace="gpu-operator",
+                pod_names=["gpu-demo-hold", "gpu-demo-queue", "gpu-demo-bypass-probe"], hold_mode="per_unit",
+                hold_seconds=300, timeout=120, allow_busy_node=False, vllm_url="http://127.0.0.1:8000/health",
+                vllm_require_healthy=True)
+HEALTHY = {"healthy": True, "status": 200, "latency_ms": 3.2, "error": None}
+
+
+def ledger(holders=(), allocatable=8, ready=True, unschedulable=False, labels=None, resource="nvidia.com/gpu"):
+    held = sum(pod["units"] for pod in holders)
+    return {"ledger": {"nodes": {"prod102": {
+        "ready": ready, "unschedulable": unschedulable, "labels": labels or {}, "taints": [], "operator_running": {},
+        "resources": {resource: {"capacity": allocatable, "allocatable": allocatable, "requested": held, "limits": held,
+                                 "free": allocatable - held, "holders": list(holders)}}}}, "pending": []}}
+
+
+def pod(name, units=1, namespace="default"):
+    return {"namespace": namespace, "name": name, "units": units}
+
+
+def checks(judgement):
+    return {check["id"]: check for check in judgement["checks"]}
+
+
+def test_an_idle_node_passes_and_plans_every_unit():
+    judgement = judge_node(ledger(), HEALTHY, SETTINGS)
+    assert all(check["passed"] for check in judgement["checks"]), judgement["checks"]
+    assert [check["id"] for check in judgement["checks"]] == [
+        "node_name_valid", "hold_outlives_waits", "timeout_usable", "vllm_healthy_before", "node_found",
+        "node_ready", "node_schedulable", "resource_allocatable", "node_not_busy"]
+    assert judgement["plan"] == {"units": 8, "replicas": 1, "mode": "per_unit"}
+    assert checks(judgement)["vllm_healthy_before"]["detail"] == "inference server http://127.0.0.1:8000/health answered 200 in 3.2 ms"
+    assert judgement["before"]["vllm"] == dict(HEALTHY, checked=True, url=SETTINGS["vllm_url"])
+
+
+def test_a_busy_node_is_refused_naming_the_holders():
+    judgement = judge_node(ledger([pod("vllm-h20", 6), pod("train", 1, "ml")]), HEALTHY, SETTINGS)
+    busy = checks(judgement)["node_not_busy"]
+    assert not busy["passed"]
+    assert busy["detail"] == ("7 unit(s) held by default/vllm-h20, ml/train; refusing a busy node "
+                              "(gpu_demo_allow_busy_node=false)")
+    assert judgement["before"]["held_by_others"] == 7 and judgement["plan"]["units"] == 1
+
+
+def test_allowed_busy_node_holds_only_the_free_units():
+    judgement = judge_node(ledger([pod("vllm-h20", 8)]), HEALTHY, dict(SETTINGS, allow_busy_node=True))
+    assert checks(judgement)["node_not_busy"]["passed"]
+    assert checks(judgement)["node_not_busy"]["detail"].endswith("allowed by gpu_demo_allow_busy_node, the hold takes the 0 free unit(s)")
+    assert checks(judgement)["free_units"] == {"id": "free_units", "phase": "preflight", "passed": False,
+                                               "detail": "0 free unit(s) of nvidia.com/gpu to hold"}
+
+
+def test_an_interrupted_runs_pods_are_leftovers_not_other_users():
+    holders = [pod("gpu-demo-hold-0", 1, "gpu-operator"), pod("gpu-demo-queue", 1, "gpu-operator"),
+               pod("gpu-demo-hold-0", 1, "default"), pod("gpu-demo-holder", 1, "gpu-operator")]
+    judgement = judge_node(ledger(holders), HEALTHY, SETTINGS)
+    assert [p["name"] for p in judgement["before"]["leftovers"]] == ["gpu-demo-hold-0", "gpu-demo-queue"]
+    assert [p["namespace"] + "/" + p["name"] for p in judgement["before"]["others"]] == [
+        "default/gpu-demo-hold-0", "gpu-operator/gpu-demo-holder"]
+    assert judgement["before"]["held_by_others"] == 2 and judgement["plan"]["units"] == 6
+
+
+def test_an_unreadable_ledger_gives_one_reason():
+    judgement = judge_node({"failed": True, "msg": "node 'prod999' not found on https://127.0.0.1:16443"}, HEALTHY,
+                           dict(SETTINGS, node="prod999"))
+    assert [c["id"] for c in judgement["checks"] if not c["passed"]] == ["node_found"]
+    assert checks(judgement)["node_found"]["detail"] == "node 'prod999' not found on https://127.0.0.1:16443"
+    assert judgement["before"]["found"] is False and judgement["before"]["error"].startswith("node 'prod999'")
+    assert judgement["plan"]["units"] == 0
+
+
+def test_a_node_without_the_resource_is_named():
+    judgement = judge_node(ledger(resource="nvidia.com/mig-1g.10gb"), HEALTHY, SETTINGS)
+    assert checks(judgement)["node_found"] == {"id": "node_found", "phase": "preflight", "passed": False,
+                                               "detail": "node prod102 does not advertise nvidia.com/gpu"}
+    assert "node_ready" not in checks(judgement)
+
+
+@pytest.mark.parametrize("state,passed,detail", [
+    (dict(ready=False), False, "node prod102 is not Ready"),
+    (dict(unschedulable=True), False, "node prod102 is cordoned (spec.unschedulable)"),
+    (dict(allocatable=0), False, "allocatable nvidia.com/gpu = 0"),
+])
+def test_node_state_checks(state, passed, detail):
+    judged = checks(judge_node(ledger(**state), HEALTHY, SETTINGS))
+    assert any(check["detail"] == detail and check["passed"] is passed for check in judged.values()), judged
+
+
+@pytest.mark.parametrize("vllm,require,passed,detail", [
+    ({"healthy": False, "status": 503, "latency_ms": 2.0}, True, False,
+     "inference server http://127.0.0.1:8000/health answered 503 in 2.0 ms; refusing the node (gpu_demo_vllm_require_healthy=true)"),
+    ({"healthy": False, "status": None, "error": "connection refused"}, False, True,
+     "inference server http://127.0.0.1:8000/health did not answer: connection refused; proceeding (gpu_demo_vllm_require_healthy=false)"),
+    ({"failed": True, "msg": "boom"}, True, False,
+     "inference server http://127.0.0.1:8000/health did not answer: boom; refusing the node (gpu_demo_vllm_require_healthy=true)"),
+])
+def test_the_inference_server_answer_is_judged(vllm, require, passed, detail):
+    check = checks(judge_node(ledger(), vllm, dict(SETTINGS, vllm_require_healthy=require)))["vllm_healthy_before"]
+    assert (check["passed"], check["detail"]) == (passed, detail)
+
+
+def test_no_inference_server_url_means_not_checked():
+    judgement = judge_node(ledger(), {}, dict(SETTINGS, vllm_url=""))
+    assert checks(judgement)["vllm_healthy_before"]["passed"]
+    assert checks(judgement)["vllm_healthy_before"]["detail"].startswith("inference server (not checked)")
+    assert judgement["before"]["vllm"]["checked"] is False
+
+
+def test_names_timeouts_and_replicas():
+    judged = judge_node(ledger(labels={"nvidia.com/gpu.replicas": "4"}), HEALTHY,
+                        dict(SETTINGS, node="Prod_102", hold_seconds="200", timeout=0))
+    by_id = checks(judged)
+    assert not by_id["node_name_valid"]["passed"] and "'Prod_102' is not a valid node name" in by_id["node_name_valid"]["detail"]
+    assert by_id["hold_outlives_waits"]["passed"] and by_id["hold_outlives_waits"]["detail"].startswith(
+        "gpu_demo_hold_seconds (200) exceeds twice gpu_demo_timeout (0)")
+    assert by_id["timeout_usable"]["detail"].startswith("gpu_demo_timeout (0) must be at least 1 second")
+    assert judge_node(ledger(labels={"nvidia.com/gpu.replicas": "4"}), HEALTHY, SETTINGS)["plan"]["replicas"] == 4
+    assert judge_node(ledger(labels={"nvidia.com/gpu.replicas": "4"}, resource="amd.com/gpu"), HEALTHY,
+                      dict(SETTINGS, resource="amd.com/gpu"))["plan"]["replicas"] == 1
+
+
+def test_the_filter_names_a_missing_setting_and_a_wrong_input():
+    with pytest.raises(AnsibleFilterError, match="missing setting.*timeout"):
+        gpu_demo_preflight(ledger(), HEALTHY, **{k: v for k, v in SETTINGS.items() if k != "timeout"})
+    with pytest.raises(AnsibleFilterError, match="registered results"):
+        gpu_demo_preflight("not a result", HEALTHY, **SETTINGS)
+    assert gpu_demo_preflight(ledger(), HEALTHY, **SETTINGS)["plan"]["units"] == 8
+
+
+CLASS = "gpuops-preflight-no-preempt"
+
+
+def admitted(name, policy="Never"):
+    """One pod as the API server's dry run returns it (kubernetes.core.k8s's result in check mode)."""
+    return {"changed": True, "method": "create",
+            "result": {"metadata": {"name": name}, "spec": {"priority": 0, "priorityClassName": CLASS, "preemptionPolicy": policy}}}
+
+
+def dry_run(*pods):
+    """kubernetes.core.k8s's result for several definitions: result.results."""
+    return {"changed": True, "result": {"results": list(pods)}}
+
+
+def status_error(message):
+    """kubernetes.core.k8s's failure when the API server refuses the dry run: the Status quoted as Python bytes."""
+    body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": 404}).encode()
+    return {"failed": True, "error": 404, "status": 404, "msg": "Failed to create object: {0!r}".format(body)}
+
+
+def admission_checks(result, create=True):
+    judged = judge_admission(result, CLASS, create)
+    return judged, dict((check["id"], (check["passed"], check["detail"])) for check in judged["checks"])
+
+
+def test_pods_the_api_server_admits_without_preemption():
+    judged, checks = admission_checks(dry_run(admitted("gpu-demo-hold"), admitted("gpu-demo-queue")))
+    assert checks == {
+        "demo_pods_admitted": (True, "the API server admits the 2 demo pod(s) (dry run)"),
+        "demo_pods_never_preempt": (True, "PriorityClass gpuops-preflight-no-preempt gives the demo pods preemptionPolicy Never"),
+    }
+    assert judged == {"priority_class_missing": False, "checks": judged["checks"]}
+    # one definition: kubernetes.core returns its object as the result itself
+    assert admission_checks(admitted("gpu-demo-queue"))[1]["demo_pods_admitted"][1] == "the API server admits the 1 demo pod(s) (dry run)"
+
+
+def test_a_class_that_lets_demo_pods_preempt_is_refused():
+    _judged, checks = admission_checks(dry_run(admitted("gpu-demo-hold", "PreemptLowerPriority"), admitted("gpu-demo-queue")))
+    assert checks["demo_pods_never_preempt"] == (
+        False, "PriorityClass gpuops-preflight-no-preempt gives the demo pods preemptionPolicy PreemptLowerPriority, Never: it must "
+               "be Never, so that a demo pod never evicts anything")
+
+
+def test_a_missing_class_the_run_creates_is_no_refusal_unless_it_may_not():
+    message = 'pods "gpu-demo-hold" is forbidden: no PriorityClass with name gpuops-preflight-no-preempt was found'
+    missing = status_error(message)
+    judged, checks = admission_checks(missing)
+    assert judged["priority_class_missing"] is True
+    assert checks == {
+        "demo_pods_admitted": (True, "PriorityClass gpuops-preflight-no-preempt does not exist yet: the run creates it "
+                                     "(value 0, preemptionPolicy Never)"),
+        "demo_pods_never_preempt": (True, "the run creates PriorityClass gpuops-preflight-no-preempt with preemptionPolicy Never"),
+    }
+    _judged, checks = admission_checks(missing, create=False)
+    assert checks == {"demo_pods_admitted": (False, message)}
+
+
+def test_a_dry_run_that_failed_otherwise_gives_one_reason():
+    _judged, checks = admission_checks(status_error('namespaces "nope" not found'))
+    assert checks == {"demo_pods_admitted": (False, 'namespaces "nope" not found')}
+    judged, checks = admission_checks({"failed": True, "msg": "could not reach https://127.0.0.1:16443"})
+    assert checks == {"demo_pods_admitted": (False, "could not reach https://127.0.0.1:16443")}
+    assert admission_checks({})[1] == {"demo_pods_admitted": (False, "dry run failed")}
