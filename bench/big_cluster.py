@@ -89,6 +89,13 @@ def pod_body(node: str | None, name: str, namespace: str, gpus: int) -> dict:
             "spec": spec}
 
 
+def queued_pod(index: int) -> dict:
+    """An unscheduled pod asking for a GPU; its node selector matches no node, so it stays Pending with a scheduler too."""
+    pod = pod_body(None, f"queued-{index:03d}", "bench-queue", 1)
+    pod["spec"]["nodeSelector"] = {"gpuops.bench/pool": "none"}
+    return pod
+
+
 def node_pods(index: int, pods_per_node: int) -> list:
     node = node_name(index)
     return [pod_body(node, f"{node}-pod-{slot:02d}", f"bench-{(index + slot) % NAMESPACES}",
@@ -198,7 +205,7 @@ def grow(sim: cluster.SimDir, nodes: int, pods_per_node: int, workers: int, thre
     api = Api(sim)
     _prepare(api)
     for index in range(QUEUED_GPU_PODS):
-        api.request("POST", "/api/v1/namespaces/bench-queue/pods", pod_body(None, f"queued-{index:03d}", "bench-queue", 1))
+        api.request("POST", "/api/v1/namespaces/bench-queue/pods", queued_pod(index))
     todo = sorted(set(range(nodes)) - grown(sim))
     say(f"{nodes - len(todo)} of {nodes} nodes already grown; growing {len(todo)} "
         f"({len(todo) * pods_per_node} pods) with {workers} processes x {threads} threads")
