@@ -36,7 +36,15 @@ options:
       - The module fails when the node does not exist or advertises none of O(resource_names).
       - When omitted, every node that advertises one of O(resource_names) or carries the label
         C(nvidia.com/gpu.present=true) is reported; other nodes are left out.
+      - Mutually exclusive with O(nodes).
     type: str
+  nodes:
+    description:
+      - Names of a few nodes to report, as O(node) does for one; each must exist and advertise one of O(resource_names).
+      - With O(read_strategy=auto), up to 20 nodes are read node by node and more with one read of every pod.
+      - Mutually exclusive with O(node).
+    type: list
+    elements: str
   resource_names:
     description:
       - Extended resources to report, as exact names or shell-style patterns (C(fnmatch)) matched
@@ -63,8 +71,9 @@ options:
         what the cluster holds.
       - V(fleet) reads every non-terminated pod of the cluster in pages of 5,000, keeping only the pods that name one
         of O(resource_names), so a cluster of 150,000 pods is never held in memory whole.
-      - V(auto) reads a node with V(node) and the whole fleet (no O(node)) with V(fleet). Both give the same
-        ledger for the same node.
+      - V(auto) reads one node, or up to 20 O(nodes), with V(node), and more nodes or the whole fleet (neither O(node)
+        nor O(nodes)) with V(fleet). Both give the same ledger for the same nodes.
+      - Without O(node) or O(nodes) the read is always V(fleet).
     type: str
     choices: [auto, node, fleet]
     default: auto

@@ -20,6 +20,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner im
 # The module's own options; kubernetes.core's connection options come on top (_k8s_client.module_argument_spec).
 OPTIONS = dict(
     node=dict(type="str"),
+    nodes=dict(type="list", elements="str"),
     resource_names=dict(type="list", elements="str", default=list(DEFAULT_RESOURCE_NAMES)),
     operator_namespace=dict(type="str"),
     read_strategy=dict(type="str", choices=list(READ_STRATEGIES), default="auto"),
@@ -28,10 +29,13 @@ OPTIONS = dict(
 
 def run(params, check_mode, warn):
     """The ledger, once, and the reads it took. Read-only: check mode changes nothing."""
+    if params["node"] and params["nodes"]:
+        raise TaskFailed("parameters are mutually exclusive: node|nodes")
+    names = [params["node"]] if params["node"] else list(params["nodes"] or [])
     try:
         reader = CoreV1Reader(k8s_client(params))
-        strategy = choose_read_strategy([params["node"]] if params["node"] else [], params["read_strategy"])
-        ledger = read_ledger(reader, node=params["node"], patterns=params["resource_names"],
+        strategy = choose_read_strategy(names, params["read_strategy"])
+        ledger = read_ledger(reader, node=names or None, patterns=params["resource_names"],
                              operator_namespace=params["operator_namespace"], strategy=strategy)
     except (K8sApiError, LedgerError) as error:
         raise TaskFailed(str(error))

@@ -182,6 +182,23 @@ def test_runs_in_check_mode(api, run_module):
     assert result["ledger"]["nodes"]["ledger-fixture-b"]["resources"]["nvidia.com/gpu"]["free"] == 0
 
 
+def test_a_few_nodes(api, run_module):
+    result = run_module({"nodes": ["ledger-fixture-b", "ledger-fixture-a"], **connection(api)})
+    assert "failed" not in result, result.get("msg")
+    whole = run_module(connection(api))
+    assert sorted(result["ledger"]["nodes"]) == ["ledger-fixture-a", "ledger-fixture-b"]
+    assert result["ledger"]["nodes"] == whole["ledger"]["nodes"] and result["ledger"]["pending"] == whole["ledger"]["pending"]
+    # Two GETs, two node pod lists, the unscheduled pods; the fleet read: the node list and one pod list.
+    assert (result["read_strategy"], result["api_calls"]) == ("node", 5)
+    assert (whole["read_strategy"], whole["api_calls"]) == ("fleet", 2)
+
+
+def test_node_and_nodes_are_exclusive(api, run_module):
+    result = run_module({"node": "ledger-fixture-a", "nodes": ["ledger-fixture-b"], **connection(api)})
+    assert result["failed"] is True
+    assert result["msg"] == "parameters are mutually exclusive: node|nodes"
+
+
 def test_connection_from_k8s_auth_environment(api, run_module):
     result = run_module({"node": "ledger-fixture-b"}, env={"K8S_AUTH_HOST": api.url, "K8S_AUTH_API_KEY": TOKEN})
     assert result["ledger"]["nodes"]["ledger-fixture-b"]["resources"]["nvidia.com/gpu"]["requested"] == 2
