@@ -18,7 +18,6 @@ import argparse
 import http.client
 import json
 import multiprocessing
-import os
 import ssl
 import sys
 import threading
@@ -115,8 +114,8 @@ class Api:
         for attempt in range(5):
             connection = getattr(self.local, "connection", None)
             if connection is None:
-                connection = self.local.connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context,
-                                                                                   timeout=120)
+                connection = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=120)
+                self.local.connection = connection
             try:
                 connection.request(method, path, body=json.dumps(body) if body is not None else None,
                                    headers={"Content-Type": content_type, "Accept": "application/json"})

@@ -210,8 +210,9 @@ def start_preflight_side(sim: cluster.SimDir, count: int, workdir: Path) -> list
         "fakelet.py", "--kubeconfig", str(sim.kubeconfig), "--topology", str(topology), "--state-dir", str(sim.run),
         "--port", str(sim.ports.kubelet), "--cert", str(sim.pki / "kubelet.crt"), "--key", str(sim.pki / "kubelet.key"),
         "--watch-per-node"))
-    # The nodes are there and advertise their GPU once the fake kubelet has registered them.
+
     def registered() -> bool:
+        """The nodes are there and advertise their GPU once the fake kubelet has registered them."""
         status, data = api.request("GET", f"/api/v1/nodes/{names[-1]}", ok=(200, 404))
         return status == 200 and (json.loads(data)["status"].get("allocatable") or {}).get("nvidia.com/gpu") == "1"
     cluster.wait_for(registered, 120, "the pre-flight's light nodes", interval=1)

@@ -67,7 +67,7 @@ options:
     description:
       - How the pods are read from the API server.
       - V(node) reads the node, its non-terminated pods (field selector C(spec.nodeName=<node>)) and the cluster's
-        unscheduled Pending pods (C(spec.nodeName=)): three list calls whose size is what the node holds, not
+        unscheduled Pending pods (C(spec.nodeName=)), three list calls whose size is what the node holds, not
         what the cluster holds.
       - V(fleet) reads every non-terminated pod of the cluster in pages of 5,000, keeping only the pods that name one
         of O(resource_names), so a cluster of 150,000 pods is never held in memory whole.
