@@ -10,7 +10,7 @@ SIM       := $(PY) tests/sim/simctl.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 
-.PHONY: help setup sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo bench profile build device-bundle
+.PHONY: help setup sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo bench bench-scale profile build device-bundle
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -67,6 +67,9 @@ demo: sim-up ## The main job on the simulated cluster: playbooks/gpu_demo.yml -i
 
 bench: sim-up ## Benchmarks; results in bench/results/
 	@$(PY) bench/run.py
+
+bench-scale: sim-build ## The ledger at 5,000 nodes / 150,000 pods (a kept bench cluster, grown once: ~4 min); bench/results/*-scale.md
+	@$(PY) bench/ledger_big.py
 
 profile: sim-up ## Where a run's time and a fleet's CPU go (profile_tasks, py-spy); bench/results/*-profile.md
 	@$(PY) bench/profile.py

@@ -120,7 +120,8 @@ def in_process(kubeconfig: str, measure_memory: bool = False) -> dict:
     sys.path.insert(0, str(CHECKOUT / ".collections"))
     from kubernetes import config  # pylint: disable=import-outside-toplevel
     from kubernetes.dynamic import DynamicClient  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuops.scheduling.plugins.module_utils import _k8s_client, _ledger  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import client as _k8s_client  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import ledger as _ledger  # pylint: disable=import-outside-toplevel
 
     api_client = config.new_client_from_config(config_file=kubeconfig)
     # kubernetes.core's client without its API discovery: requests only need the ApiClient underneath.

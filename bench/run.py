@@ -3,8 +3,9 @@
   1. occupied window and whole run: playbooks/gpu_demo.yml against the kubectl reference script
   2. ledger at scale: gpu_ledger_facts over 100 / 500 / 2,000 fake GPU nodes (10 pods each)
   3. fleet pre-flight: the playbook over 1 / 10 / 50 fake GPU nodes in parallel
+  4. (only when asked: --only scale, or `make bench-scale`) the ledger at 5,000 nodes / 150,000 pods: bench/ledger_big.py
 
-Usage: run.py [--only window ledger fleet] [--runs 5]
+Usage: run.py [--only window ledger fleet scale] [--runs 5]
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fleet  # noqa: E402  pylint: disable=wrong-import-position
+import ledger_big  # noqa: E402  pylint: disable=wrong-import-position
 import ledger_scale  # noqa: E402  pylint: disable=wrong-import-position
 import occupied_window  # noqa: E402  pylint: disable=wrong-import-position
 import plot  # noqa: E402  pylint: disable=wrong-import-position
@@ -61,12 +63,14 @@ def table(results: dict) -> str:
     if results.get("fleet"):
         lines += ["| fleet: nodes | forks | seconds | nodes / minute |", "| ---: | ---: | ---: | ---: |"]
         lines += ["| %(nodes)d | %(forks)d | %(seconds).1f | %(nodes_per_minute).1f |" % row for row in results["fleet"]]
+    if results.get("scale"):
+        lines += ["", ledger_big.table(results["scale"])]
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", choices=["window", "ledger", "fleet"], default=["window", "ledger", "fleet"])
+    parser.add_argument("--only", nargs="+", choices=["window", "ledger", "fleet", "scale"], default=["window", "ledger", "fleet"])
     parser.add_argument("--runs", type=int, default=5)
     options = parser.parse_args()
     results = {"machine": machine()}
@@ -76,6 +80,8 @@ def main() -> int:
         results["ledger"] = ledger_scale.main()
     if "fleet" in options.only:
         results["fleet"] = fleet.main()
+    if "scale" in options.only:
+        results["scale"] = ledger_big.main()
     RESULTS.mkdir(exist_ok=True)
     stamp = results["machine"]["date"].replace(":", "").replace("+0000", "Z")
     (RESULTS / f"{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -24,6 +24,9 @@ description:
   - This is the scheduler's bookkeeping only. Processes that use a GPU without requesting the resource
     (an inference server started with E(NVIDIA_VISIBLE_DEVICES=all), host processes) are not in it.
   - Makes a constant number of API calls whatever the number of nodes and pods (see RV(api_calls)).
+  - For one node it reads, like C(kubectl describe node), only the node, its own non-terminated pods (a field
+    selector on C(spec.nodeName), which the API server's watch cache indexes) and the cluster's unscheduled Pending
+    pods, so its cost does not grow with the cluster (O(read_strategy), RV(read_strategy)).
 author:
   - gpuops developers (@gpuops)
 options:
@@ -33,7 +36,15 @@ options:
       - The module fails when the node does not exist or advertises none of O(resource_names).
       - When omitted, every node that advertises one of O(resource_names) or carries the label
         C(nvidia.com/gpu.present=true) is reported; other nodes are left out.
+      - Mutually exclusive with O(nodes).
     type: str
+  nodes:
+    description:
+      - Names of a few nodes to report, as O(node) does for one; each must exist and advertise one of O(resource_names).
+      - With O(read_strategy=auto), up to 20 nodes are read node by node and more with one read of every pod.
+      - Mutually exclusive with O(node).
+    type: list
+    elements: str
   resource_names:
     description:
       - Extended resources to report, as exact names or shell-style patterns (C(fnmatch)) matched
@@ -49,7 +60,23 @@ options:
       - Pods are recognised by their C(app) or C(app.kubernetes.io/name) label or their name
         (C(nvidia-device-plugin-daemonset), C(nvidia-device-plugin), C(gpu-feature-discovery),
         C(node-feature-discovery)).
+      - With RV(read_strategy=node), only the pods of that namespace on O(node) are read, so RV(ledger.operator)
+        then describes the operator's pods on that node only.
     type: str
+  read_strategy:
+    description:
+      - How the pods are read from the API server.
+      - V(node) reads the node, its non-terminated pods (field selector C(spec.nodeName=<node>)) and the cluster's
+        unscheduled Pending pods (C(spec.nodeName=)), three list calls whose size is what the node holds, not
+        what the cluster holds.
+      - V(fleet) reads every non-terminated pod of the cluster in pages of 5,000, keeping only the pods that name one
+        of O(resource_names), so a cluster of 150,000 pods is never held in memory whole.
+      - V(auto) reads one node, or up to 20 O(nodes), with V(node), and more nodes or the whole fleet (neither O(node)
+        nor O(nodes)) with V(fleet). Both give the same ledger for the same nodes.
+      - Without O(node) or O(nodes) the read is always V(fleet).
+    type: str
+    choices: [auto, node, fleet]
+    default: auto
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - ansible.builtin.action_common_attributes
@@ -74,7 +101,8 @@ notes:
   - A pod's units follow the Kubernetes resource formula (k8s.io/component-helpers PodRequests) - the sum
     over app containers and sidecar (restartable) init containers, at least the largest init container
     step, plus pod overhead. A container that sets only a limit requests that limit.
-  - The user needs C(get)/C(list) on nodes and C(list) on pods in all namespaces.
+  - The user needs C(get)/C(list) on nodes and C(list) on pods in all namespaces (a node read lists the pods of all
+    namespaces too, with a field selector).
   - With the Python library C(msgspec) installed (it is in the collection's C(requirements.txt)), only the node and pod
     fields the ledger reads are decoded; on a fleet of 2,000 nodes and 20,000 pods this makes the read about three times
     faster and uses a fifth of the memory. Without it every field is decoded, with the same result.
@@ -327,24 +355,38 @@ ledger:
           sample:
             - {"name": "nvidia-device-plugin-daemonset-x7k2p", "component": "device_plugin", "node": "prod102", "phase": "Running", "ready": true}
         running:
-          description: Per component, whether at least one of its pods is Running anywhere.
+          description: Per component, whether at least one of its pods is Running anywhere (on O(node) in a V(node) read).
           returned: success
           type: dict
           sample: {"device_plugin": true, "gpu_feature_discovery": true, "node_feature_discovery": true}
+read_strategy:
+  description:
+    - The read made (O(read_strategy)); V(node) for one node, V(fleet) for the whole fleet, unless O(read_strategy)
+      said otherwise.
+  returned: success
+  type: str
+  sample: node
 api_calls:
   description:
-    - Kubernetes API reads made (node list or get, pod list, operator pod list). A paginated list counts as one.
+    - Kubernetes API reads made (node list or get, pod lists, operator pod list). A paginated list counts as one.
+    - V(node) reads take 3 (4 with O(operator_namespace)), V(fleet) reads 2 (3).
     - Does not include kubernetes.core's one-time API discovery when it meets a cluster for the first time.
   returned: success
   type: int
   sample: 3
 api_requests:
   description:
-    - HTTP requests those reads took. Lists are read in one request each, which Kubernetes 1.31 and later serve from
-      the API server's watch cache; more when the API server splits a list into pages anyway.
+    - HTTP requests those reads took. A V(node) read's lists take one request each; a V(fleet) read's pod list one
+      per 5,000 pods.
   returned: success
   type: int
   sample: 3
+api_bytes:
+  description:
+    - Bytes of the API server's responses to those reads (what the reads cost the API server to send).
+  returned: success
+  type: int
+  sample: 61440
 """
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import k8s_module

@@ -116,7 +116,8 @@ options:
   ledger_node:
     description:
       - Once the condition holds, also read the scheduler's ledger of this node (as
-        M(gpuops.scheduling.gpu_ledger_facts) does, two more reads) and return it in RV(ledger), so that the
+        M(gpuops.scheduling.gpu_ledger_facts) does for one node, three more reads - the node, its non-terminated pods
+        and the cluster's unscheduled pods, whatever the cluster's size) and return it in RV(ledger), so that the
         evidence of a step comes from the same call as the step.
     type: str
   ledger_resources:

@@ -107,7 +107,8 @@ def test_idle_node(walkthrough):
     assert node["operator_running"]["device_plugin"] is True
     assert result["ledger"]["operator"]["running"]["gpu_feature_discovery"] is True
     assert result["ledger"]["pending"] == []
-    assert result["api_calls"] == 3
+    # One node: the node, its pods, the unscheduled pods, the operator's pods on the node.
+    assert (result["read_strategy"], result["api_calls"]) == ("node", 4)
     assert kubectl_allocated(walkthrough, "prod102") == [0, 0]
 
 
@@ -202,6 +203,53 @@ def test_fleet_in_constant_calls(walkthrough, topology):
     assert nodes["gpu-a4"]["ready"] is False
     assert result["ledger"]["totals"]["nvidia.com/gpu"] == {"capacity": 6, "allocatable": 6, "requested": 1, "limits": 1, "free": 5}
     assert result["api_calls"] == 2
+
+
+QUEUED = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: queued-big
+  namespace: default
+spec:
+  restartPolicy: Never
+  containers:
+    - name: c
+      image: bench:1
+      command: ["true"]
+      resources:
+        limits: {nvidia.com/gpu: "8"}
+"""
+
+
+def test_one_node_reads_only_that_node_and_equals_the_fleet_read(walkthrough, topology):
+    """Issue 16: one node's ledger from the node's own pods (and the unscheduled ones) is the fleet read's entry for it."""
+    topology("fleet")
+    sim = walkthrough
+    sim.kubectl("apply", "-f", "-", input=QUEUED)
+    try:
+        wait_until(lambda: json.loads(sim.kubectl("-n", "default", "get", "pod", "queued-big", "-o", "json").stdout)
+                   ["status"].get("conditions"))
+        fleet = sim.ansible_module(LEDGER, {"resource_names": ["nvidia.com/gpu"]})
+        assert fleet["read_strategy"] == "fleet", fleet.get("msg")
+        for name in ("gpu-a1", "gpu-a2"):
+            by_node = sim.ansible_module(LEDGER, {"node": name})
+            assert "failed" not in by_node, by_node.get("msg")
+            forced_fleet = sim.ansible_module(LEDGER, {"node": name, "read_strategy": "fleet"})
+            assert (by_node["read_strategy"], forced_fleet["read_strategy"]) == ("node", "fleet")
+            assert by_node["ledger"] == forced_fleet["ledger"]
+            assert by_node["ledger"]["nodes"] == {name: fleet["ledger"]["nodes"][name]}
+            assert by_node["ledger"]["pending"] == fleet["ledger"]["pending"]
+            assert [(entry["name"], entry["requests"]) for entry in by_node["ledger"]["pending"]] == [("queued-big", {"nvidia.com/gpu": 8})]
+            assert (by_node["api_calls"], forced_fleet["api_calls"]) == (3, 2)
+            assert by_node["api_bytes"] > 0   # what it saves shows at scale: bench/ledger_big.py
+        holders_a1 = fleet["ledger"]["nodes"]["gpu-a1"]["resources"]["nvidia.com/gpu"]["holders"]
+        assert [holder["name"] for holder in holders_a1] == ["llm-a1-0"]
+        a2 = sim.ansible_module(LEDGER, {"node": "gpu-a2"})["ledger"]["nodes"]["gpu-a2"]["resources"]["nvidia.com/gpu"]
+        assert (a2["requested"], a2["holders"]) == (0, [])   # llm-a1-0 runs on another node
+        assert kubectl_allocated(sim, "gpu-a1") == [1, 1]
+    finally:
+        sim.kubectl("-n", "default", "delete", "pod", "queued-big", "--ignore-not-found", "--wait=true")
 
 
 def test_mig_slices(walkthrough, topology):

@@ -13,23 +13,31 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import CoreV1Reader, K8sApiError, k8s_client
-from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledger import DEFAULT_RESOURCE_NAMES, LedgerError, read_ledger
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledger import (
+    DEFAULT_RESOURCE_NAMES, READ_STRATEGIES, LedgerError, choose_read_strategy, read_ledger)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import TaskFailed
 
 # The module's own options; kubernetes.core's connection options come on top (_k8s_client.module_argument_spec).
 OPTIONS = dict(
     node=dict(type="str"),
+    nodes=dict(type="list", elements="str"),
     resource_names=dict(type="list", elements="str", default=list(DEFAULT_RESOURCE_NAMES)),
     operator_namespace=dict(type="str"),
+    read_strategy=dict(type="str", choices=list(READ_STRATEGIES), default="auto"),
 )
 
 
 def run(params, check_mode, warn):
     """The ledger, once, and the reads it took. Read-only: check mode changes nothing."""
+    if params["node"] and params["nodes"]:
+        raise TaskFailed("parameters are mutually exclusive: node|nodes")
+    names = [params["node"]] if params["node"] else list(params["nodes"] or [])
     try:
         reader = CoreV1Reader(k8s_client(params))
-        ledger = read_ledger(reader, node=params["node"], patterns=params["resource_names"],
-                             operator_namespace=params["operator_namespace"])
+        strategy = choose_read_strategy(names, params["read_strategy"])
+        ledger = read_ledger(reader, node=names or None, patterns=params["resource_names"],
+                             operator_namespace=params["operator_namespace"], strategy=strategy)
     except (K8sApiError, LedgerError) as error:
         raise TaskFailed(str(error))
-    return dict(changed=False, ledger=ledger, api_calls=reader.calls, api_requests=reader.requests)
+    return dict(changed=False, ledger=ledger, read_strategy=strategy, api_calls=reader.calls, api_requests=reader.requests,
+                api_bytes=reader.bytes_received)

@@ -36,6 +36,16 @@ def status(code, reason, message):
     return code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code}
 
 
+def selected(pod, selector):
+    """The API server's field selectors on spec.nodeName and status.phase (= and !=, comma is and)."""
+    values = {"spec.nodeName": pod["spec"].get("nodeName") or "", "status.phase": pod["status"].get("phase") or ""}
+    for term in filter(None, selector.split(",")):
+        field, negated, value = term.partition("!=") if "!=" in term else term.partition("=")
+        if (values[field] == value) == (negated == "!="):
+            return False
+    return True
+
+
 class FakeKubeApi(http.server.ThreadingHTTPServer):
     """Enough of kube-apiserver for the module: discovery, nodes, pods, Status errors, pages of ``page_size``."""
 
@@ -68,8 +78,7 @@ class FakeKubeApi(http.server.ThreadingHTTPServer):
                 return status(403, "Forbidden", 'pods is forbidden: User "system:serviceaccount:awx:runner" cannot list resource "pods" '
                                                 'in API group "" at the cluster scope')
             selector = query.get("fieldSelector", [""])[0]
-            pods = [pod for pod in PODS if pod["status"]["phase"] not in ("Succeeded", "Failed")] if "status.phase!=" in selector else PODS
-            return self.page("PodList", pods, query)
+            return self.page("PodList", [pod for pod in PODS if selected(pod, selector)], query)
         if path == "/api/v1/namespaces/gpu-operator/pods":
             return self.page("PodList", OPERATOR_PODS, query)
         return status(404, "NotFound", "the server could not find the requested resource")
@@ -140,11 +149,22 @@ def test_one_node(api, run_module):
     assert (gpu["allocatable"], gpu["requested"], gpu["free"]) == (7, 15, -8)
     assert "ansible_facts" not in result  # the ledger is returned once, as ledger
     assert [entry["name"] for entry in result["ledger"]["pending"]] == ["waiting"]
-    # One GET for the node, one list of pods (paginated: 12 non-terminated pods in pages of 3).
-    assert (result["api_calls"], result["api_requests"]) == (2, 5)
-    reads = [path for path in api.requests if path.startswith("/api/v1/")]
-    assert reads[0] == "/api/v1/nodes/ledger-fixture-a"
-    assert all("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed" in path for path in reads[1:])
+    # One GET for the node, the node's non-terminated pods (10, in pages of 3), the unscheduled pods (1).
+    assert (result["read_strategy"], result["api_calls"], result["api_requests"]) == ("node", 3, 6)
+    assert result["api_bytes"] > 0
+    reads = sorted(path for path in api.requests if path.startswith("/api/v1/"))
+    assert "/api/v1/nodes/ledger-fixture-a" in reads
+    pod_reads = [path for path in reads if path.startswith("/api/v1/pods")]
+    assert sum("fieldSelector=spec.nodeName%3Dledger-fixture-a%2Cstatus.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed" in path
+               for path in pod_reads) == 4
+    assert sum("fieldSelector=spec.nodeName%3D%2Cstatus.phase%3DPending" in path for path in pod_reads) == 1
+
+
+def test_one_node_read_as_the_fleet(api, run_module):
+    by_node = run_module({"node": "ledger-fixture-a", **connection(api)})
+    by_fleet = run_module({"node": "ledger-fixture-a", "read_strategy": "fleet", **connection(api)})
+    assert by_fleet["read_strategy"] == "fleet"
+    assert by_node["ledger"] == by_fleet["ledger"]
 
 
 def test_fleet_with_operator_pods_takes_three_reads(api, run_module):
@@ -162,6 +182,23 @@ def test_runs_in_check_mode(api, run_module):
     assert result["ledger"]["nodes"]["ledger-fixture-b"]["resources"]["nvidia.com/gpu"]["free"] == 0
 
 
+def test_a_few_nodes(api, run_module):
+    result = run_module({"nodes": ["ledger-fixture-b", "ledger-fixture-a"], **connection(api)})
+    assert "failed" not in result, result.get("msg")
+    whole = run_module(connection(api))
+    assert sorted(result["ledger"]["nodes"]) == ["ledger-fixture-a", "ledger-fixture-b"]
+    assert result["ledger"]["nodes"] == whole["ledger"]["nodes"] and result["ledger"]["pending"] == whole["ledger"]["pending"]
+    # Two GETs, two node pod lists, the unscheduled pods; the fleet read: the node list and one pod list.
+    assert (result["read_strategy"], result["api_calls"]) == ("node", 5)
+    assert (whole["read_strategy"], whole["api_calls"]) == ("fleet", 2)
+
+
+def test_node_and_nodes_are_exclusive(api, run_module):
+    result = run_module({"node": "ledger-fixture-a", "nodes": ["ledger-fixture-b"], **connection(api)})
+    assert result["failed"] is True
+    assert result["msg"] == "parameters are mutually exclusive: node|nodes"
+
+
 def test_connection_from_k8s_auth_environment(api, run_module):
     result = run_module({"node": "ledger-fixture-b"}, env={"K8S_AUTH_HOST": api.url, "K8S_AUTH_API_KEY": TOKEN})
     assert result["ledger"]["nodes"]["ledger-fixture-b"]["resources"]["nvidia.com/gpu"]["requested"] == 2
@@ -175,7 +212,7 @@ def test_connection_from_a_kubeconfig(api, run_module, tmp_path):
         "users": [{"name": "fake", "user": {"token": TOKEN}}],
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}]}))
     result = run_module({"node": "ledger-fixture-b", "kubeconfig": str(kubeconfig)})
-    assert result["api_calls"] == 2
+    assert result["api_calls"] == 3
 
 
 def test_unknown_node(api, run_module):

@@ -32,15 +32,18 @@ class FakeApi:
     def __init__(self, responses):
         self.responses = responses
         self.asked = []
+        self.limits = []
 
     def list_pod_for_all_namespaces(self, limit=None, _continue=None, _preload_content=True, field_selector=None):
         self.asked.append(_continue)
+        self.limits.append(limit)
         return Response(self.responses[_continue])
 
 
 def reader_over(api):
     reader = _k8s_client.CoreV1Reader.__new__(_k8s_client.CoreV1Reader)
     reader._api, reader._page_size, reader.host, reader.calls, reader.requests = api, 3, "https://127.0.0.1:16443", 0, 0
+    reader.bytes_received = 0
     reader._counting = threading.Lock()
     return reader
 
@@ -53,6 +56,15 @@ def test_every_page_once_in_order(token_in_head):
     assert [item["metadata"]["name"] for item in items] == ["pod-%d-%d" % (p, i) for p in range(4) for i in range(3)]
     assert api.asked == [None, "page-1", "page-2", "page-3"]
     assert (reader.calls, reader.requests) == (1, 4)
+    assert reader.bytes_received == sum(len(raw) for raw in api.responses.values())
+
+
+def test_keep_drops_items_page_by_page_and_page_size_is_per_call():
+    api = FakeApi(pages(3))
+    reader = reader_over(api)
+    items = reader.list_pods(keep=lambda item: item["metadata"]["name"].endswith("-1"), page_size=1000)
+    assert [item["metadata"]["name"] for item in items] == ["pod-0-1", "pod-1-1", "pod-2-1"]
+    assert api.limits == [1000, 1000, 1000]
 
 
 def test_leading_continue_token_reads_only_the_head():

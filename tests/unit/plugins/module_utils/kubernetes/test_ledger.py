@@ -312,17 +312,38 @@ class TestOnlyTheFieldsRead:
         assert wanted == {name: ledger.matches_any(name, patterns) for name in wanted}
 
 
+def field_selector_matches(pod_object, selector):
+    """The API server's pod field selectors as the ledger uses them: ``spec.nodeName`` and ``status.phase``,
+    with ``=`` and ``!=``, comma meaning and; an empty value matches an absent field."""
+    values = {"spec.nodeName": (pod_object.get("spec") or {}).get("nodeName") or "",
+              "status.phase": (pod_object.get("status") or {}).get("phase") or ""}
+    for term in (selector or "").split(","):
+        if not term:
+            continue
+        if "!=" in term:
+            field, value = term.split("!=", 1)
+            if values[field] == value:
+                return False
+        else:
+            field, value = term.split("=", 1)
+            if values[field] != value:
+                return False
+    return True
+
+
 class CountingReader:
     """A reader like _k8s_client.CoreV1Reader, over in-memory objects, counting its calls.
 
     It returns only the fields asked for, as CoreV1Reader does with msgspec: every read_ledger test
     then also checks that NODE_FIELDS, POD_FIELDS and OPERATOR_POD_FIELDS hold all the ledger reads.
+    Field selectors are applied as the API server applies them; ``pods_returned`` counts the pods sent.
     """
 
     host = "https://127.0.0.1:16443"
 
     def __init__(self, nodes, pods):
         self.nodes, self.pods, self.calls = nodes, pods, []
+        self.pods_returned = 0
 
     def get_node(self, name, fields=None):
         self.calls.append(("get_node", name))
@@ -333,18 +354,164 @@ class CountingReader:
         self.calls.append(("list_nodes",))
         return [select_fields(node, fields) for node in self.nodes]
 
-    def list_pods(self, namespace=None, field_selector=None, fields=None):
+    def list_pods(self, namespace=None, field_selector=None, fields=None, keep=None, page_size=None):
         self.calls.append(("list_pods", namespace, field_selector))
-        return [select_fields(pod_object, fields) for pod_object in self.pods
-                if namespace in (None, pod_object["metadata"]["namespace"])]
+        sent = [select_fields(pod_object, fields) for pod_object in self.pods
+                if namespace in (None, pod_object["metadata"]["namespace"]) and field_selector_matches(pod_object, field_selector)]
+        self.pods_returned += len(sent)
+        return [item for item in sent if keep is None or keep(item)]
+
+
+ONE_NODE_READS = ("list_pods", None, "spec.nodeName=,status.phase=Pending")
+
+
+def world(node_count=4, pods_per_node=6):
+    """Several GPU nodes with GPU holders, CPU pods and finished pods on each, a CPU node, and unscheduled pods
+    (one asking for a GPU, one not)."""
+    nodes = [gpu_node("gpu-{0}".format(index), 4) for index in range(node_count)]
+    nodes.append({"metadata": {"name": "cpu-0", "labels": {}}, "status": {"capacity": {"cpu": "8"}}})
+    pods = []
+    for index in range(node_count):
+        for slot in range(pods_per_node):
+            resources = {"limits": {"nvidia.com/gpu": "1"}} if slot < 2 else {"requests": {"cpu": "1"}}
+            phase = "Succeeded" if slot == pods_per_node - 1 else "Running"
+            pods.append(pod_spec([container("c", **resources)], node="gpu-{0}".format(index), phase=phase,
+                                 name="gpu-{0}-{1}".format(index, slot)))
+    pods.append(pod_spec([container("c", limits={"nvidia.com/gpu": "2"})], node="cpu-0", name="odd-on-cpu-node"))
+    pods.append(pod_spec([container("c", limits={"nvidia.com/gpu": "1"})], phase="Pending", name="queued-gpu"))
+    pods.append(pod_spec([container("c", requests={"cpu": "1"})], phase="Pending", name="queued-cpu"))
+    for index, pod_object in enumerate(pods):
+        pod_object["metadata"]["uid"] = "uid-{0}".format(index)
+    return nodes, pods
+
+
+class TestReadStrategy:
+    @pytest.mark.parametrize("nodes, strategy, expected", [
+        ([], "auto", "fleet"), ([], "node", "fleet"), (["a"], "auto", "node"), (["a"], "fleet", "fleet"),
+        (["n{0}".format(index) for index in range(ledger.NODE_READ_MAX_NODES)], "auto", "node"),
+        (["n{0}".format(index) for index in range(ledger.NODE_READ_MAX_NODES + 1)], "auto", "fleet"),
+        (["n{0}".format(index) for index in range(ledger.NODE_READ_MAX_NODES + 1)], "node", "node"),
+    ])
+    def test_choice(self, nodes, strategy, expected):
+        assert ledger.choose_read_strategy(nodes, strategy) == expected
+
+    def test_unknown_strategy(self):
+        with pytest.raises(ValueError, match="unknown read strategy 'cheap'"):
+            ledger.choose_read_strategy(["a"], "cheap")
+
+    def test_node_field_selector_is_kubectl_describe_nodes(self):
+        assert ledger.node_pods_field_selector("prod102") == "spec.nodeName=prod102,status.phase!=Succeeded,status.phase!=Failed"
 
 
 class TestReadLedger:
-    def test_one_node_takes_two_reads(self):
+    def test_one_node_reads_the_node_its_pods_and_the_unscheduled_pods(self):
         reader = CountingReader(NODES, PODS)
         result = ledger.read_ledger(reader, node="ledger-fixture-b")
         assert list(result["nodes"]) == ["ledger-fixture-b"]
-        assert reader.calls == [("get_node", "ledger-fixture-b"), ("list_pods", None, "status.phase!=Succeeded,status.phase!=Failed")]
+        assert sorted(reader.calls, key=str) == sorted([
+            ("get_node", "ledger-fixture-b"),
+            ("list_pods", None, "spec.nodeName=ledger-fixture-b,status.phase!=Succeeded,status.phase!=Failed"),
+            ONE_NODE_READS], key=str)
+
+    @pytest.mark.parametrize("name", ["ledger-fixture-a", "ledger-fixture-b"])
+    @pytest.mark.parametrize("patterns", [["nvidia.com/gpu"], ["nvidia.com/*"]])
+    def test_node_read_equals_the_fleet_read_of_the_node(self, name, patterns):
+        by_node = ledger.read_ledger(CountingReader(NODES, PODS), node=name, patterns=patterns, strategy="node")
+        by_fleet = ledger.read_ledger(CountingReader(NODES, PODS), node=name, patterns=patterns, strategy="fleet")
+        whole = ledger.read_ledger(CountingReader(NODES, PODS), patterns=patterns)
+        assert by_node == by_fleet
+        assert by_node["nodes"][name] == whole["nodes"][name]
+        assert by_node["pending"] == whole["pending"]
+        assert [entry["name"] for entry in by_node["pending"]] == ["waiting"]
+
+    def test_node_read_on_a_fleet(self):
+        nodes, pods = world()
+        reader = CountingReader(nodes, pods)
+        result = ledger.read_ledger(reader, node="gpu-2")
+        whole = ledger.read_ledger(CountingReader(nodes, pods))
+        assert result["nodes"] == {"gpu-2": whole["nodes"]["gpu-2"]}
+        gpu = result["nodes"]["gpu-2"]["resources"]["nvidia.com/gpu"]
+        assert (gpu["requested"], gpu["free"]) == (2, 2)
+        assert [holder["name"] for holder in gpu["holders"]] == ["gpu-2-0", "gpu-2-1"]
+        assert result["totals"] == {"nvidia.com/gpu": {"capacity": 4, "allocatable": 4, "requested": 2, "limits": 2, "free": 2}}
+        assert [entry["name"] for entry in result["pending"]] == ["queued-gpu"] == [entry["name"] for entry in whole["pending"]]
+        # What the API server sent: the node's 5 non-terminated pods and the 2 unscheduled ones, not the fleet's 27.
+        assert reader.pods_returned == 7
+
+    def test_a_pod_of_another_node_is_not_counted(self):
+        nodes, pods = world()
+        result = ledger.read_ledger(CountingReader(nodes, pods), node="gpu-0")
+        names = [holder["name"] for holder in result["nodes"]["gpu-0"]["resources"]["nvidia.com/gpu"]["holders"]]
+        assert names == ["gpu-0-0", "gpu-0-1"]
+
+    def test_a_pod_bound_between_the_reads_is_a_holder_not_pending(self):
+        nodes, pods = world(1, 3)
+        queued = next(item for item in pods if item["metadata"]["name"] == "queued-gpu")
+
+        class BindingReader(CountingReader):
+            """The scheduler binds the queued pod after the unscheduled pods were listed."""
+            def list_pods(self, namespace=None, field_selector=None, fields=None, keep=None, page_size=None):
+                listed = super(BindingReader, self).list_pods(namespace, field_selector, fields, keep, page_size)
+                if field_selector == ledger.UNSCHEDULED_FIELD_SELECTOR:
+                    queued["spec"]["nodeName"] = "gpu-0"
+                    return listed
+                bound = dict(queued, spec=dict(queued["spec"], nodeName="gpu-0"))
+                return listed + [bound] if "queued-gpu" not in [item["metadata"]["name"] for item in listed] else listed
+
+        original = ledger.ThreadPoolExecutor
+        try:
+            ledger.ThreadPoolExecutor = SerialExecutor
+            result = ledger.read_ledger(BindingReader(nodes, pods), node="gpu-0")
+        finally:
+            ledger.ThreadPoolExecutor = original
+        assert result["pending"] == []
+        assert "queued-gpu" in [holder["name"] for holder in result["nodes"]["gpu-0"]["resources"]["nvidia.com/gpu"]["holders"]]
+
+    def test_a_few_nodes(self):
+        nodes, pods = world()
+        reader = CountingReader(nodes, pods)
+        result = ledger.read_ledger(reader, node=["gpu-3", "gpu-1"])
+        whole = ledger.read_ledger(CountingReader(nodes, pods))
+        assert list(result["nodes"]) == ["gpu-1", "gpu-3"]
+        assert result["nodes"]["gpu-3"] == whole["nodes"]["gpu-3"]
+        assert result["totals"]["nvidia.com/gpu"]["requested"] == 4
+        assert len(reader.calls) == 5
+
+    def test_operator_pods_of_the_node_only(self):
+        nodes, pods = world(2, 2)
+        operator_pods = [{"metadata": {"name": "nvidia-device-plugin-daemonset-x7k2{0}".format(index), "namespace": "gpu-operator",
+                                       "labels": {"app": "nvidia-device-plugin-daemonset"}},
+                          "spec": {"nodeName": "gpu-{0}".format(index), "containers": []}, "status": {"phase": "Running"}}
+                         for index in range(2)]
+        reader = CountingReader(nodes, pods + operator_pods)
+        result = ledger.read_ledger(reader, node="gpu-1", operator_namespace="gpu-operator")
+        assert [entry["node"] for entry in result["operator"]["pods"]] == ["gpu-1"]
+        assert result["nodes"]["gpu-1"]["operator_running"]["device_plugin"] is True
+        assert ("list_pods", "gpu-operator", "spec.nodeName=gpu-1") in reader.calls
+
+    def test_fleet_read_keeps_only_the_pods_it_counts(self):
+        nodes, pods = world()
+        kept = []
+
+        class KeepingReader(CountingReader):
+            def list_pods(self, namespace=None, field_selector=None, fields=None, keep=None, page_size=None):
+                result = super(KeepingReader, self).list_pods(namespace, field_selector, fields, keep, page_size)
+                assert page_size == ledger.FLEET_PAGE_SIZE
+                kept.extend(item["metadata"]["name"] for item in result)
+                return result
+
+        result = ledger.read_ledger(KeepingReader(nodes, pods))
+        assert sorted(kept) == sorted(["gpu-{0}-{1}".format(node, slot) for node in range(4) for slot in range(2)]
+                                      + ["odd-on-cpu-node", "queued-gpu"])
+        assert result == ledger.build_ledger(nodes, pods)
+
+    def test_one_node_takes_a_constant_number_of_reads(self):
+        for node_count in (1, 50):
+            nodes, pods = world(node_count)
+            reader = CountingReader(nodes, pods)
+            ledger.read_ledger(reader, node="gpu-0")
+            assert len(reader.calls) == 3
+            assert reader.pods_returned == 5 + 2
 
     @pytest.mark.parametrize("node_count", [1, 50, 500])
     def test_the_fleet_takes_three_reads_whatever_its_size(self, node_count):
@@ -355,6 +522,10 @@ class TestReadLedger:
         result = ledger.read_ledger(reader, operator_namespace="gpu-operator")
         assert len(reader.calls) == 3
         assert result["totals"]["nvidia.com/gpu"]["requested"] == node_count * 3
+
+    def test_unknown_node_in_a_fleet_read(self):
+        with pytest.raises(ledger.LedgerError, match="^node 'prod999' not found on https://127.0.0.1:16443$"):
+            ledger.read_ledger(CountingReader(NODES, PODS), node="prod999", strategy="fleet")
 
     def test_unknown_node(self):
         with pytest.raises(ledger.LedgerError, match="^node 'prod999' not found on https://127.0.0.1:16443$"):
@@ -370,3 +541,28 @@ class TestReadLedger:
         node = {"metadata": {"name": "prod102", "labels": {"nvidia.com/gpu.present": "true"}}, "status": {"capacity": {"cpu": "8"}}}
         with pytest.raises(ledger.LedgerError, match=r"is the device plugin running on it\?"):
             ledger.read_ledger(CountingReader([node], []), node="prod102", patterns=["nvidia.com/gpu", "nvidia.com/mig-*"])
+
+
+class SerialExecutor:
+    """ThreadPoolExecutor's interface, running each call at once, in order (for tests of interleavings)."""
+
+    def __init__(self, max_workers=None):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, function, *args, **kwargs):
+        class Done:
+            def __init__(self, value):
+                self.value = value
+
+            def result(self):
+                return self.value
+        return Done(function(*args, **kwargs))
+
+    def map(self, function, items):
+        return [function(item) for item in items]

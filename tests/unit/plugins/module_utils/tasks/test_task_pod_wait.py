@@ -274,7 +274,9 @@ class FakeReader:
     def get_node(self, name, fields=None):
         return self.node if name == "prod102" else None
 
-    def list_pods(self, namespace=None, field_selector=None, fields=None):
+    def list_pods(self, namespace=None, field_selector=None, fields=None, keep=None, page_size=None):
+        if field_selector and field_selector.startswith("spec.nodeName=,"):
+            return []   # no unscheduled pod
         return [make_pod("gpu-demo-hold", phase="Running", node="prod102", scheduled=True)]
 
 
