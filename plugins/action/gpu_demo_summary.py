@@ -69,9 +69,8 @@ class ActionModule(ActionBase):
         base = "gpu-demo-fleet-%s" % run_id
         files = {"json": os.path.join(directory, base + ".json"), "markdown": os.path.join(directory, base + ".md"),
                  "html": os.path.join(directory, base + ".html")}
-        writes = args["write"] and not self._task.check_mode
-        result.update(changed=False, files=files if writes else {}, summary=machine_readable(summary))
-        if not writes:
+        result.update(changed=False, files={}, summary=machine_readable(summary))
+        if not args["write"]:
             return result
         try:
             planned = plan_files(directory, [
@@ -82,6 +81,10 @@ class ActionModule(ActionBase):
         except ReportFilesError as error:
             raise AnsibleActionFail(to_native(error))
         to_write = [(path, data) for path, data in planned if not unchanged(path, data, FILE_MODE)]
+        # In check mode: whether the files would be written, and nothing written.
+        result["changed"] = bool(to_write)
+        if self._task.check_mode:
+            return result
         try:
             if to_write and not os.path.isdir(directory):
                 os.makedirs(directory, DIR_MODE)
@@ -89,5 +92,5 @@ class ActionModule(ActionBase):
                 write_atomically(path, data, FILE_MODE)
         except OSError as error:
             raise AnsibleActionFail("cannot write the run's summary in %s: %s" % (directory, to_native(error)))
-        result["changed"] = bool(to_write)
+        result["files"] = files
         return result
