@@ -10,7 +10,7 @@ SIM       := $(PY) tests/sim/simctl.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 
-.PHONY: help setup browser sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo bench profile build device-bundle
+.PHONY: help setup browser sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo report-example bench profile build device-bundle
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -67,6 +67,9 @@ test: lint sanity unit integration test-newest ## Everything CI runs
 
 demo: sim-up ## The main job on the simulated cluster: playbooks/gpu_demo.yml -i inventory/sim
 	@ansible-playbook playbooks/gpu_demo.yml -i inventory/sim
+
+report-example: sim-up browser ## docs/report-example/fleet/: the summary of a mixed 10-node parallel run, and its screenshots
+	@$(PY) tests/report_example.py
 
 bench: sim-up ## Benchmarks; results in bench/results/
 	@$(PY) bench/run.py

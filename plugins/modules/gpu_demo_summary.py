@@ -27,7 +27,7 @@ description:
   - Runs in the controller's process, like M(gpuops.scheduling.report_files); in check mode nothing is written and
     the summary is still returned.
   - Used by C(playbooks/gpu_demo.yml) after every node has run; a play that includes the role on many nodes can
-    add the same task (see the example).
+    add the same task (see the example), since the role leaves each node's result in its C(_gpu_demo_result) fact.
 author:
   - gpuops developers (@gpuops)
 options:
@@ -49,17 +49,30 @@ options:
     required: true
   results:
     description:
-      - Each host's result from the role (its C(_gpu_demo_result) fact, the per-node JSON report); a host that is
-        missing or maps to C(null) never reached its report.
+      - Each host's result from the role (the per-node JSON report), by host. A host not given here is looked up in
+        its facts (O(result_fact)); a host with neither never reached its report.
     type: dict
     default: {}
   failures:
     description:
-      - Each host's failure outside the role's report, as C({task, message}) (a play's C(rescue) records
-        C(ansible_failed_task.name) and C(ansible_failed_result.msg)), for nodes that failed before the role's
-        report (bad input, for one).
+      - Each host's failure outside the role's report, as C({task, message}), by host, for nodes that failed before
+        the role's report (bad input, for one). A host not given here is looked up in its facts (O(failure_fact)).
     type: dict
     default: {}
+  result_fact:
+    description:
+      - The fact that holds a host's result; the role sets C(_gpu_demo_result).
+      - Facts are read from C(hostvars) as they are, without templating, which keeps 500 nodes' results in
+        milliseconds where a Jinja expression over C(hostvars) took tens of seconds.
+    type: str
+    default: _gpu_demo_result
+  failure_fact:
+    description:
+      - The fact that holds a host's failure outside the role, as C({task, message}) (a play's C(rescue) records
+        C(ansible_failed_task.name) and C(ansible_failed_result.msg)); C(playbooks/gpu_demo.yml) sets
+        C(_gpu_demo_play_failure).
+    type: str
+    default: _gpu_demo_play_failure
   mode:
     description:
       - C(serial) when the run went one node at a time and stopped at the first failed node (the nodes after it are
@@ -99,8 +112,6 @@ EXAMPLES = r"""
     dir: "{{ playbook_dir }}/reports"
     run_id: "{{ awx_job_id | default('manual') }}"
     hosts: "{{ ansible_play_hosts_all }}"
-    results: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars)
-      | map(attribute='_gpu_demo_result') | map('default', none))) }}"
   run_once: true
   delegate_to: localhost
   register: summary
@@ -121,6 +132,12 @@ files:
     json: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.json
     markdown: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.md
     html: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.html
+failed_hosts:
+  description: The failed nodes, by host, each with the sentence a play that fails it can say.
+  returned: always
+  type: dict
+  sample:
+    gpu-a4: "GPU scheduling demo on gpu-a4 failed: node_ready: Refusing node gpu-a4: node gpu-a4 is not Ready"
 summary:
   description:
     - The summary as the JSON file holds it.
@@ -128,8 +145,9 @@ summary:
       check, most frequent first), C(rows) (one per node, failures first), C(run_id), C(mode), C(generated_at),
       C(started_at) and C(passed) (no node failed and every node ran).
     - A row has C(host), C(node), C(status) (C(failed), C(not_run), C(checked), C(passed)), C(phase), C(check),
-      C(failed_checks), C(reason), C(task), C(units), C(gpus), C(window), C(vllm), C(memory_outside_ledger),
-      C(started_at), C(total_seconds), C(reports) (paths relative to O(dir)), C(checks) and C(steps).
+      C(failed_checks), C(reason), C(message) (the failure's whole message), C(task), C(units), C(gpus), C(window), C(vllm), C(memory_outside_ledger),
+      C(started_at), C(total_seconds), C(reports) (paths relative to O(dir)), C(checks) (the failed ones, with their
+      detail) and C(steps) (the walk's phases, each ok, failed or not reached).
   returned: always
   type: dict
   sample:

@@ -18,12 +18,12 @@ def chromium() -> str:
     return binary
 
 
-def _run(page: Path, *flags: str) -> subprocess.CompletedProcess:
+def _run(page: Path, *flags: str, fragment: str = "") -> subprocess.CompletedProcess:
     # Its own profile, thrown away; no sandbox (root in CI containers); nothing but the file is loaded.
     with tempfile.TemporaryDirectory(prefix="gpuops-chromium-") as profile:
         return subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                                "--disable-extensions", "--disable-background-networking", f"--user-data-dir={profile}",
-                               *flags, page.resolve().as_uri()],
+                               *flags, page.resolve().as_uri() + (f"#{fragment}" if fragment else "")],
                               capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -34,7 +34,8 @@ def dump_dom(page: Path) -> str:
     return result.stdout
 
 
-def screenshot(page: Path, png: Path, width: int = 1400, height: int = 1000) -> Path:
-    result = _run(page, "--hide-scrollbars", f"--screenshot={png}", f"--window-size={width},{height}")
+def screenshot(page: Path, png: Path, width: int = 1400, height: int = 1000, fragment: str = "") -> Path:
+    """A PNG of the window (``fragment``: an anchor of the page to open it at)."""
+    result = _run(page, "--hide-scrollbars", f"--screenshot={png}", f"--window-size={width},{height}", fragment=fragment)
     assert result.returncode == 0 and png.exists(), result.stderr[-2000:]
     return png

@@ -47,7 +47,7 @@ TEXT = {
         "verdict_check": "Check mode: read-only checks only, nothing was created.",
         "by_check": "Failures by check", "check": "Check", "phase": "Phase", "count": "Nodes", "examples": "Nodes (first 5)",
         "nodes": "Nodes", "node": "Node", "status": "Status", "reason": "Why", "units": "Units held", "gpus": "GPUs seen",
-        "window": "GPUs occupied", "vllm": "vLLM before / after", "memory": "Memory outside the ledger",
+        "window": "GPUs occupied", "vllm": "vLLM before / after", "memory": "Memory outside ledger",
         "total": "Run", "reports": "Reports", "story": "Story", "timeline": "timeline", "markdown": "story", "json": "JSON",
         "not_checked": "not checked", "no_answer": "no answer", "not_read": "not read", "none": "-",
         "not_run_serial": "not run: one node at a time, the run stopped after {node} failed",
@@ -207,7 +207,7 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
     """
     words = _text(lang)
     row = {"host": host, "node": host, "status": "not_run", "phase": None, "check": None, "failed_checks": [],
-           "reason": None, "task": None, "resource": None, "run_id": None, "units": None, "gpus": [], "window": None,
+           "reason": None, "message": None, "task": None, "resource": None, "run_id": None, "units": None, "gpus": [], "window": None,
            "vllm": {"checked": False, "before": None, "after": None, "healthy_before": None, "healthy_after": None},
            "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "checks": [],
            "steps": [], "timeline": None}
@@ -225,6 +225,7 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
             row["check"] = first.get("id") if first else None
             row["reason"] = (first.get("detail") if first else None) or error.get("message") or "error"
             row["task"] = error.get("task")
+            row["message"] = error.get("message")
         plan = result.get("plan") or {}
         hold = result.get("hold") or {}
         files = result.get("report_files") or {}
@@ -236,17 +237,22 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
             memory_outside_ledger=_memory_outside_ledger(result), started_at=result.get("started_at"),
             total_seconds=_seconds((result.get("durations") or {}).get("total")),
             reports={kind: _relative(path, report_dir) for kind, path in sorted(files.items()) if path},
-            checks=[{"id": check.get("id"), "phase": check.get("phase"), "passed": bool(check.get("passed")),
-                     "detail": check.get("detail") if not check.get("passed") else None}
-                    for check in result.get("checks") or []],
+            # The failed ones only: the per-node report has every check.
+            checks=[{"id": check.get("id"), "phase": check.get("phase"), "detail": check.get("detail")} for check in failed],
             steps=_steps(result, row["phase"]), timeline=_lanes(result))
     elif isinstance(failure, dict) and failure:
         row.update(status="failed", phase=phase_of_task(failure.get("task")), task=failure.get("task"),
-                   reason=failure.get("message") or "error")
+                   reason=failure.get("message") or "error", message=failure.get("message"))
         row["steps"] = [{"phase": row["phase"], "state": "failed", "seconds": None}]
     else:
         row["reason"] = not_run_reason or words["no_result"]
     return row
+
+
+def failure_sentence(row):
+    """What the play says when it fails a node: the role's own words (its failed checks, then its failure message)."""
+    return "GPU scheduling demo on %s failed: %s: %s" % (
+        row["node"], ", ".join(row["failed_checks"]) or "error", row["message"] or row["reason"] or "error")
 
 
 def _sort_key(row):
@@ -403,7 +409,8 @@ section.box{background:#fff;border-radius:6px;padding:12px 16px;margin:0 0 16px}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6ea;vertical-align:top}
 th{background:#eef0f3;position:sticky;top:0;cursor:pointer;white-space:nowrap;user-select:none}
 th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
-td.reason{min-width:24em;max-width:44em;overflow-wrap:break-word}#nodes td:first-child{white-space:nowrap}td.num{text-align:right;white-space:nowrap}
+td.reason{min-width:14em;max-width:34em;overflow-wrap:break-word}#nodes td:first-child,#nodes td.nowrap{white-space:nowrap}
+#nodes{font-size:13px}td.num{text-align:right;white-space:nowrap}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-size:12px;white-space:nowrap}
 .badge.failed{background:#d1453b}.badge.passed{background:#3aa55d}.badge.not_run{background:#8a8f98}.badge.checked{background:#2f7fd3}
 tr.failed td{background:#fff5f4}code{font-size:12px}.muted{color:#6b7280}.tools{margin:0 0 8px;display:flex;gap:16px;align-items:center}
@@ -453,7 +460,7 @@ def _status_bar(counts, words, width=600, height=18):
             % (width, height, _e(words["status"]), "".join(parts)))
 
 
-def _window_bar(row, run_start, run_span, width=120, height=12):
+def _window_bar(row, run_start, run_span, width=80, height=12):
     """A node's run and its occupied window on the run's common time axis (where a node's GPUs were held)."""
     started = _epoch(row["started_at"])
     if started is None or run_span <= 0:
@@ -527,9 +534,9 @@ def _cell(text, sort_value=None, css=None, title=None):
 def _links(row, words):
     reports = row["reports"]
     links = []
-    for kind, label in (("markdown", words["markdown"]), ("svg", words["timeline"]), ("json", words["json"])):
+    for kind, label, short in (("markdown", words["markdown"], "md"), ("svg", words["timeline"], "svg"), ("json", words["json"], "json")):
         if reports.get(kind):
-            links.append('<a href="%s">%s</a>' % (_href(reports[kind]), _e(label)))
+            links.append('<a href="%s" title="%s">%s</a>' % (_href(reports[kind]), _e(label), short))
     return " · ".join(links)
 
 
@@ -594,15 +601,15 @@ def render_html(summary):
             _cell(_e(row["reason"] or "-"), css="reason"),
             _cell("-" if row["units"] is None else str(int(row["units"])), sort_value="" if row["units"] is None else row["units"],
                   css="num"),
-            _cell(_e(_gpu_text(gpus) or "-"), title=" ".join(gpu["uuid"] or "" for gpu in gpus) or None),
+            _cell(_e(_gpu_text(gpus) or "-"), title=" ".join(gpu["uuid"] or "" for gpu in gpus) or None, css="nowrap"),
             _cell(_e(_window_text(window)) + " " + _window_bar(row, run_start, run_span),
                   sort_value="" if not window or window.get("seconds") is None else window["seconds"], css="num"),
-            _cell(_e(_vllm_text(row["vllm"], words))),
+            _cell(_e(_vllm_text(row["vllm"], words)), css="nowrap"),
             _cell(_e("-" if memory is None else "%d MiB" % memory["mib"]), sort_value="" if memory is None else memory["mib"],
                   css="num", title=_memory_text(memory, words)),
             _cell(_e("-" if row["total_seconds"] is None else "%.1f s" % row["total_seconds"]),
                   sort_value="" if row["total_seconds"] is None else row["total_seconds"], css="num"),
-            _cell(_links(row, words) or '<span class="muted">-</span>'),
+            _cell(_links(row, words) or '<span class="muted">-</span>', css="nowrap"),
         ]
         out.append('<tr class="%s" data-node="%s">%s</tr>' % (row["status"], _e(row["host"]), "".join(cells)))
     out.append("</tbody></table></div></section>")
@@ -625,7 +632,7 @@ def _story(row, anchor, words, lang):
             for step in row["steps"])))
     if row["task"]:
         parts.append("<p>%s <i>%s</i>: %s</p>" % (_e(words["stopped_at"]), _e(row["task"]), _e(row["reason"])))
-    failed = [check for check in row["checks"] if not check["passed"]]
+    failed = row["checks"]
     if failed:
         parts.append("<p>%s:</p><ul>%s</ul>" % (_e(words["failed_checks"]), "".join(
             "<li><code>%s</code> (%s): %s</li>" % (_e(check["id"]), _e(_phase_name(check["phase"], lang)), _e(check["detail"]))
