@@ -136,3 +136,17 @@ def test_one_node_at_a_time_stops_at_the_first_failure_and_the_summary_says_so(s
     assert [host for host, counts in hosts.items() if counts["failed"]] == ["gpu-a3"]
     assert not (tmp_path / "reports" / f"gpu-demo-gpu-a2-{run_id}.json").exists()
     assert (tmp_path / "reports" / f"gpu-demo-fleet-{run_id}.html").exists()
+
+
+def test_check_mode_writes_no_summary_and_says_which_nodes_were_only_checked(sim, tmp_path):
+    sim.use_topology("fleet")
+    run_id = "check-" + uuid.uuid4().hex[:6]
+    hosts = {name: None for name in ("gpu-a2", "gpu-a4")}
+    process = sim.playbook("playbooks/gpu_demo.yml", inventory=fleet_inventory(sim, tmp_path, run_id, hosts),
+                           extra_vars={"gpu_demo_parallel": True}, check=True)
+    assert process.returncode != 0, process.stdout[-3000:]
+    assert not (tmp_path / "reports").exists(), "check mode wrote files"
+    shown = process.stdout[process.stdout.index("Summary | Show the outcome"):]
+    counts = dict((key, int(value)) for key, value in re.findall(r"^\s+(checked|failed|passed|not_run|nodes): (\d+)$", shown, re.M))
+    assert counts == {"checked": 1, "failed": 1, "passed": 0, "not_run": 0, "nodes": 2}, shown[:2000]
+    assert [host for host, counts in recap(process.stdout).items() if counts["failed"]] == ["gpu-a4"]

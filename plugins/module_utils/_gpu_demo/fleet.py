@@ -568,9 +568,9 @@ def render_html(summary):
         out.append('<div class="tile %s" id="count-%s"><b>%d</b>%s</div>' % (status, status, counts[status], _e(words[status])))
     out.append("</div>" + _status_bar(counts, words))
     if summary["by_check"]:
+        labels = tuple(_e(words[key]) for key in ("by_check", "phase", "check", "count", "examples"))
         out.append('<section class="box" id="by-check"><h2>%s</h2><table><thead><tr><th>%s</th><th>%s</th><th>%s</th>'
-                   '<th>%s</th></tr></thead><tbody>' % (_e(words["by_check"]), _e(words["phase"]), _e(words["check"]),
-                                                       _e(words["count"]), _e(words["examples"])))
+                   '<th>%s</th></tr></thead><tbody>' % labels)
         for group in summary["by_check"]:
             out.append("<tr><td>%s</td><td><code>%s</code></td><td class=\"num\">%d</td><td>%s</td></tr>" % (
                 _e(_phase_name(group["phase"], lang)), _e(group["check"] or "-"), group["count"],
