@@ -4,7 +4,7 @@ Ten light nodes (tests/sim/fakelet.py: ten real kubelets would not fit on a 2-co
 running simulated cluster: plain, tainted, busy, cordoned, NotReady, without a GPU, one whose H20 vLLM uses without
 requesting it, and one host with bad input. playbooks/gpu_demo.yml runs them in parallel as users run a fleet; the
 summary and every node's reports are copied to docs/report-example/fleet/, and headless Chromium takes the
-screenshots (the table, and a failed node's story). The default topology is put back afterwards.
+screenshots (the page, and the whole page with a failed and a passed node's stories open). The default topology is put back afterwards.
 """
 from __future__ import annotations
 
@@ -73,10 +73,17 @@ def main() -> int:
             if str(work) in text:
                 path.write_text(text.replace(str(work / "reports"), "reports").replace(str(work), "."))
     page = fleet / f"gpu-demo-fleet-{RUN_ID}.html"
-    screenshot(page, OUT / "gpu-demo-fleet-example.png", width=1500, height=1250)
+    screenshot(page, OUT / "gpu-demo-fleet-example.png", width=1600, height=1250)
+    # The stories of the first failed and the first passed node, opened (as a click on their row opens them).
     summary = json.loads((fleet / f"gpu-demo-fleet-{RUN_ID}.json").read_text())
-    first_failed = next(index for index, row in enumerate(summary["rows"]) if row["status"] == "failed")
-    screenshot(page, OUT / "gpu-demo-fleet-example-story.png", width=1500, height=900, fragment=f"node-{first_failed}")
+    statuses = [row["status"] for row in summary["rows"]]
+    opened = page.read_text()
+    for index in (statuses.index("failed"), statuses.index("passed")):
+        opened = opened.replace(f'<details class="node" id="node-{index}">', f'<details class="node" id="node-{index}" open>')
+    with tempfile.TemporaryDirectory(prefix="gpuops-example-") as workdir:
+        stories = Path(workdir) / page.name
+        stories.write_text(opened)
+        screenshot(stories, OUT / "gpu-demo-fleet-example-stories.png", width=1600, height=2000)
     print(json.dumps(summary["counts"]), f"-> {fleet}, {OUT / 'gpu-demo-fleet-example.png'}")
     return 0
 
