@@ -10,7 +10,7 @@ SIM       := $(PY) tests/sim/simctl.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 
-.PHONY: help setup sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo bench bench-scale profile build device-bundle
+.PHONY: help setup browser sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo report-example bench bench-scale profile build device-bundle
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -51,7 +51,10 @@ unit: setup sim-unit ## Unit tests of the pure logic, and the built collection's
 sim-unit: ## Go tests of the simulated node's device plugin and runtime (tests/sim/node)
 	@cd tests/sim/node && CGO_ENABLED=0 GOFLAGS=-mod=mod go test ./...
 
-integration: sim-up ## Integration tests against the simulated cluster
+browser: ## Headless Chromium for the summary page's browser test (apt-installs Debian's chromium when missing)
+	@bash tests/browser.sh
+
+integration: sim-up browser ## Integration tests against the simulated cluster (and the summary page in Chromium)
 	@$(PY) -m pytest -q tests/integration
 
 test-newest: sim-build ## The newest supported stack (Python 3.13, ansible-core 2.21, kubernetes.core 6.6.0): unit tests and the focused integration set (tests/stack.sh)
@@ -64,6 +67,9 @@ test: lint sanity unit integration test-newest ## Everything CI runs
 
 demo: sim-up ## The main job on the simulated cluster: playbooks/gpu_demo.yml -i inventory/sim
 	@ansible-playbook playbooks/gpu_demo.yml -i inventory/sim
+
+report-example: sim-up browser ## docs/report-example/fleet/: the summary of a mixed 10-node parallel run, and its screenshots
+	@$(PY) tests/report_example.py
 
 bench: sim-up ## Benchmarks; results in bench/results/
 	@$(PY) bench/run.py

@@ -3,9 +3,10 @@
   1. occupied window and whole run: playbooks/gpu_demo.yml against the kubectl reference script
   2. ledger at scale: gpu_ledger_facts over 100 / 500 / 2,000 fake GPU nodes (10 pods each)
   3. fleet pre-flight: the playbook over 1 / 10 / 50 fake GPU nodes in parallel
-  4. (only when asked: --only scale, or `make bench-scale`) the ledger at 5,000 nodes / 150,000 pods: bench/ledger_big.py
+  4. the run's summary for 500 nodes (no cluster): bench/fleet_summary.py
+  5. (only when asked: --only scale, or `make bench-scale`) the ledger at 5,000 nodes / 150,000 pods: bench/ledger_big.py
 
-Usage: run.py [--only window ledger fleet scale] [--runs 5]
+Usage: run.py [--only window ledger fleet summary scale] [--runs 5]
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fleet  # noqa: E402  pylint: disable=wrong-import-position
+import fleet_summary  # noqa: E402  pylint: disable=wrong-import-position
 import ledger_big  # noqa: E402  pylint: disable=wrong-import-position
 import ledger_scale  # noqa: E402  pylint: disable=wrong-import-position
 import occupied_window  # noqa: E402  pylint: disable=wrong-import-position
@@ -27,7 +29,8 @@ import plot  # noqa: E402  pylint: disable=wrong-import-position
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # occupied_ratio: within 3x the kubectl script since issue 14 (kubernetes.core.k8s creates and deletes; 1.2x before).
-TARGETS = {"occupied_ratio": 3.0, "total_ratio": 1.5, "ledger_2000_s": 2.0, "ledger_list_calls": 3, "fleet_50_s": 180}
+TARGETS = {"occupied_ratio": 3.0, "total_ratio": 1.5, "ledger_2000_s": 2.0, "ledger_list_calls": 3, "fleet_50_s": 180,
+           "summary_500_s": fleet_summary.TARGET_S}
 
 
 def machine() -> dict:
@@ -63,6 +66,18 @@ def table(results: dict) -> str:
     if results.get("fleet"):
         lines += ["| fleet: nodes | forks | seconds | nodes / minute |", "| ---: | ---: | ---: | ---: |"]
         lines += ["| %(nodes)d | %(forks)d | %(seconds).1f | %(nodes_per_minute).1f |" % row for row in results["fleet"]]
+        lines.append("")
+    summary = results.get("summary")
+    if summary:
+        tasks = summary["playbook"]["tasks_s"]
+        lines += ["| run's summary: nodes | rows + JSON + Markdown + HTML (median) | summary task in ansible-playbook | "
+                  "set_stats | failing the failed nodes (one task on every host) | HTML | target (summary task) |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+                  "| %d | %.2f s | %.2f s | %.2f s | %.1f s | %.2f MB | < %.0f s |" % (
+                      summary["pure"]["nodes"], summary["pure"]["seconds"], summary["playbook"]["task_s"],
+                      next(value for name, value in tasks.items() if "set_stats" in name),
+                      next(value for name, value in tasks.items() if name.startswith("Fail")),
+                      summary["pure"]["bytes"]["html"] / 1e6, TARGETS["summary_500_s"])]
     if results.get("scale"):
         lines += ["", ledger_big.table(results["scale"])]
     return "\n".join(lines)
@@ -70,7 +85,8 @@ def table(results: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", choices=["window", "ledger", "fleet", "scale"], default=["window", "ledger", "fleet"])
+    parser.add_argument("--only", nargs="+", choices=["window", "ledger", "fleet", "summary", "scale"],
+                        default=["window", "ledger", "fleet", "summary"])
     parser.add_argument("--runs", type=int, default=5)
     options = parser.parse_args()
     results = {"machine": machine()}
@@ -82,6 +98,8 @@ def main() -> int:
         results["fleet"] = fleet.main()
     if "scale" in options.only:
         results["scale"] = ledger_big.main()
+    if "summary" in options.only:
+        results["summary"] = fleet_summary.main()
     RESULTS.mkdir(exist_ok=True)
     stamp = results["machine"]["date"].replace(":", "").replace("+0000", "Z")
     (RESULTS / f"{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -35,7 +35,7 @@ def test_two_runs_at_the_same_moment_one_proceeds(sim, tmp_path):
     # The refused run created nothing: every pod the node saw belongs to the winner, and none is left.
     pods = json.loads(sim.kubectl("get", "pods", "-A", "-l", "app.kubernetes.io/managed-by=gpuops.scheduling", "-o", "json").stdout)
     assert pods["items"] == []
-    report = json.loads(next((tmp_path / passed[0]).glob("*.json")).read_text())
+    report = json.loads(next((tmp_path / passed[0]).glob("gpu-demo-prod102-*.json")).read_text())
     assert report["passed"] and not report["leftovers"]
     # The lock went with the winner: a third run right after takes it.
     third = start(sim, "concurrent-c", tmp_path / "c")

@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The summary of a gpu_demo run over many nodes, written on the controller (JSON, Markdown, HTML).
+
+Thin: the rows, counts and pages come from module_utils/_gpu_demo/fleet.py; the files are written as report_files
+writes them (atomically, nothing in check mode).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import os
+from collections.abc import Mapping
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_native
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpuops.scheduling.plugins.action.report_files import (
+    DIR_MODE,
+    ReportFilesError,
+    plan_files,
+    unchanged,
+    write_atomically,
+)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.fleet import (
+    failure_sentence,
+    fleet_summary,
+    machine_readable,
+    render_html,
+    render_json,
+    render_markdown,
+)
+
+ARGUMENT_SPEC = dict(
+    dir=dict(type="path", required=True),
+    run_id=dict(type="str", required=True),
+    hosts=dict(type="list", elements="str", required=True),
+    results=dict(type="dict", default={}),
+    failures=dict(type="dict", default={}),
+    result_fact=dict(type="str", default="_gpu_demo_result"),
+    failure_fact=dict(type="str", default="_gpu_demo_play_failure"),
+    mode=dict(type="str", default="parallel", choices=["parallel", "serial"]),
+    lang=dict(type="str", default="en", choices=["en", "zh"]),
+    write=dict(type="bool", default=True),
+)
+FILE_MODE = 0o644
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+
+    @staticmethod
+    def _per_host(args, task_vars):
+        """Each host's result and failure: as given, else its facts, read from hostvars without templating them.
+
+        Templating 500 results of ~35 KB each through Jinja (``map('extract', hostvars)``) took 40 s; the facts the
+        role sets are plain data already.
+        """
+        results, failures = dict(args["results"]), dict(args["failures"])
+        hostvars = task_vars.get("hostvars")
+        raw_get = getattr(hostvars, "raw_get", None)
+        for host in args["hosts"]:
+            # A host the inventory does not have (given only through results/failures) has no facts to read.
+            if host in results and host in failures or raw_get is None or host not in hostvars:
+                continue
+            facts = raw_get(host)
+            if not isinstance(facts, Mapping):
+                continue
+            results.setdefault(host, facts.get(args["result_fact"]))
+            failures.setdefault(host, facts.get(args["failure_fact"]))
+        return results, failures
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        directory = os.path.abspath(args["dir"])
+        run_id = args["run_id"]
+        if not run_id or "/" in run_id or run_id in (".", ".."):
+            raise AnsibleActionFail("run_id %r must be a non-empty name without '/'" % (run_id,))
+        results, failures = self._per_host(args, task_vars or {})
+        generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            summary = fleet_summary(args["hosts"], results=results, failures=failures, run_id=run_id,
+                                    mode=args["mode"], report_dir=directory, generated_at=generated, lang=args["lang"])
+        except (TypeError, ValueError, KeyError, AttributeError) as error:
+            raise AnsibleActionFail("cannot summarise the run: %s" % to_native(error))
+        base = "gpu-demo-fleet-%s" % run_id
+        files = {"json": os.path.join(directory, base + ".json"), "markdown": os.path.join(directory, base + ".md"),
+                 "html": os.path.join(directory, base + ".html")}
+        result.update(changed=False, files={}, summary=machine_readable(summary),
+                      failed_hosts=dict((row["host"], failure_sentence(row)) for row in summary["rows"] if row["status"] == "failed"))
+        if not args["write"]:
+            return result
+        try:
+            planned = plan_files(directory, [
+                {"name": base + ".json", "content": render_json(summary)},
+                {"name": base + ".md", "content": render_markdown(summary)},
+                {"name": base + ".html", "content": render_html(summary)},
+            ])
+        except ReportFilesError as error:
+            raise AnsibleActionFail(to_native(error))
+        to_write = [(path, data) for path, data in planned if not unchanged(path, data, FILE_MODE)]
+        # In check mode: whether the files would be written, and nothing written.
+        result["changed"] = bool(to_write)
+        if self._task.check_mode:
+            return result
+        try:
+            if to_write and not os.path.isdir(directory):
+                os.makedirs(directory, DIR_MODE)
+            for path, data in to_write:
+                write_atomically(path, data, FILE_MODE)
+        except OSError as error:
+            raise AnsibleActionFail("cannot write the run's summary in %s: %s" % (directory, to_native(error)))
+        result["files"] = files
+        return result

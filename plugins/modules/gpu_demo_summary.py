@@ -1,0 +1,165 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Documentation only: the action plugin plugins/action/gpu_demo_summary.py does the work, on the controller.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_demo_summary
+short_description: One summary of a gpu_demo run over many nodes (JSON, Markdown, HTML) on the controller
+version_added: 1.0.0
+description:
+  - Collects what the P(gpuops.scheduling.gpu_demo#role) role left for each node of a run (its result, or the play's
+    record of a failure before the node's report) and writes, on the controller, C(gpu-demo-fleet-<run_id>.json),
+    C(.md) and C(.html) into O(dir).
+  - Every node of O(hosts) gets a row, failures first, then nodes that did not run, then check-mode nodes, then
+    passed nodes. A row says where the node failed (phase, check) and why, the units the hold took, the GPUs the
+    pods saw, the time the GPUs were occupied, the inference server's health before and after, and memory used on
+    the GPUs outside the scheduler's ledger when it was read; it links the node's own reports.
+  - The HTML page is self-contained (inline CSS, SVG and a small inline script to sort and filter; it loads
+    nothing). Every value that comes from the cluster is escaped.
+  - Runs in the controller's process, like M(gpuops.scheduling.report_files); in check mode nothing is written and
+    the summary is still returned.
+  - Used by C(playbooks/gpu_demo.yml) after every node has run; a play that includes the role on many nodes can
+    add the same task (see the example), since the role leaves each node's result in its C(_gpu_demo_result) fact.
+author:
+  - gpuops developers (@gpuops)
+options:
+  dir:
+    description:
+      - Directory of the summary on the controller (the per-node reports' directory, so that links are short).
+    type: path
+    required: true
+  run_id:
+    description:
+      - Names the files, C(gpu-demo-fleet-<run_id>.*); no C(/).
+    type: str
+    required: true
+  hosts:
+    description:
+      - Every inventory host the run targeted, in the play's order (C(ansible_play_hosts_all)).
+    type: list
+    elements: str
+    required: true
+  results:
+    description:
+      - Each host's result from the role (the per-node JSON report), by host. A host not given here is looked up in
+        its facts (O(result_fact)); a host with neither never reached its report.
+    type: dict
+    default: {}
+  failures:
+    description:
+      - Each host's failure outside the role's report, as C({task, message}), by host, for nodes that failed before
+        the role's report (bad input, for one). A host not given here is looked up in its facts (O(failure_fact)).
+    type: dict
+    default: {}
+  result_fact:
+    description:
+      - The fact that holds a host's result; the role sets C(_gpu_demo_result).
+      - Facts are read from C(hostvars) as they are, without templating, which keeps 500 nodes' results in
+        milliseconds where a Jinja expression over C(hostvars) took tens of seconds.
+    type: str
+    default: _gpu_demo_result
+  failure_fact:
+    description:
+      - The fact that holds a host's failure outside the role, as C({task, message}) (a play's C(rescue) records
+        C(ansible_failed_task.name) and C(ansible_failed_result.msg)); C(playbooks/gpu_demo.yml) sets
+        C(_gpu_demo_play_failure).
+    type: str
+    default: _gpu_demo_play_failure
+  mode:
+    description:
+      - C(serial) when the run went one node at a time and stopped at the first failed node (the nodes after it are
+        C(not run), naming it); C(parallel) otherwise.
+    type: str
+    choices: [parallel, serial]
+    default: parallel
+  lang:
+    description:
+      - Language of the Markdown and HTML pages.
+    type: str
+    choices: [en, zh]
+    default: en
+  write:
+    description:
+      - Write the files; with V(false) the summary is only returned (the role's O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_write_report)).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Returns the summary and writes nothing.
+  diff_mode:
+    support: none
+    description: The files are new for each run; no diff is shown.
+  platform:
+    support: full
+    platforms: posix
+    description: Always the controller.
+seealso:
+  - module: gpuops.scheduling.report_files
+"""
+
+EXAMPLES = r"""
+- name: Write the run's summary once every node has run
+  gpuops.scheduling.gpu_demo_summary:
+    dir: "{{ playbook_dir }}/reports"
+    run_id: "{{ awx_job_id | default('manual') }}"
+    hosts: "{{ ansible_play_hosts_all }}"
+  run_once: true
+  delegate_to: localhost
+  register: summary
+
+- name: Hand the summary to AWX
+  ansible.builtin.set_stats:
+    data:
+      gpu_demo_fleet: "{{ summary.summary }}"
+  run_once: true
+"""
+
+RETURN = r"""
+files:
+  description: Absolute paths of the files written (or already as they would be written); empty in check mode or with O(write=false).
+  returned: always
+  type: dict
+  sample:
+    json: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.json
+    markdown: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.md
+    html: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.html
+failed_hosts:
+  description: The failed nodes, by host, each with the sentence a play that fails it can say.
+  returned: always
+  type: dict
+  sample:
+    gpu-a4: "GPU scheduling demo on gpu-a4 failed: node_ready: Refusing node gpu-a4: node gpu-a4 is not Ready"
+summary:
+  description:
+    - The summary as the JSON file holds it.
+    - C(counts) (C(nodes), C(failed), C(not_run), C(checked), C(passed)), C(by_check) (failures grouped by phase and
+      check, most frequent first), C(rows) (one per node, failures first), C(run_id), C(mode), C(generated_at),
+      C(started_at) and C(passed) (no node failed and every node ran).
+    - A row has C(host), C(node), C(status) (C(failed), C(not_run), C(checked), C(passed)), C(phase), C(check),
+      C(failed_checks), C(reason), C(message) (the failure's whole message), C(task), C(units), C(gpus), C(window), C(vllm), C(memory_outside_ledger),
+      C(started_at), C(total_seconds), C(reports) (paths relative to O(dir)), C(checks) (the failed ones, with their
+      detail) and C(steps) (the walk's phases, each ok, failed or not reached).
+  returned: always
+  type: dict
+  sample:
+    run_id: 20261130t2150-1a2b3c
+    mode: parallel
+    passed: false
+    counts: {nodes: 2, failed: 1, not_run: 0, checked: 0, passed: 1}
+    by_check: [{phase: preflight, check: node_ready, count: 1, nodes: [gpu-a4]}]
+    rows:
+      - host: gpu-a4
+        status: failed
+        phase: preflight
+        check: node_ready
+        reason: node gpu-a4 is not Ready
+"""

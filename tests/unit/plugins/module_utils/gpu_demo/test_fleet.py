@@ -1,0 +1,210 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The run's summary (module_utils/_gpu_demo/fleet.py): rows from real per-node results, failures first, pages escaped.
+
+The two fixtures are per-node JSON reports of a parallel run over the sim's fleet topology: gpu-a2 passed (two H20s),
+gpu-a4 was refused before anything was created (NotReady).
+"""
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import fleet
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
+PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
+NOT_READY = json.loads((FIXTURES / "gpu-a4-not-ready.json").read_text())
+REPORTS = "/runner/project/reports"
+ARG_SPEC_FAILURE = {"task": "Validating arguments against arg spec 'main' - The GPU scheduling walkthrough",
+                    "message": "Validation of arguments failed:\nValue 'fr' for gpu_demo_report_lang is not one of en, zh"}
+
+
+def lock_refused():
+    """A node whose lock another run holds: the role's rescue records the lock task, no check failed."""
+    result = copy.deepcopy(NOT_READY)
+    result.update(node="gpu-a5", checks=[], failed_checks=[], passed=False,
+                  failure={"task": "Lock | Take the node's pre-flight lock",
+                           "message": "node gpu-a5 is locked by run 20261130t2150-aaaaaa until 2026-11-30T22:00:00Z"})
+    return result
+
+
+def check_mode():
+    result = copy.deepcopy(NOT_READY)
+    result.update(node="gpu-a6", check_mode=True, passed=True, failed_checks=[], failure=None, report_files={},
+                  checks=[dict(check, passed=True) for check in result["checks"]], plan={"units": 2, "mode": "per_unit"})
+    return result
+
+
+def summary(mode="parallel", lang="en", **extra):
+    hosts = ["gpu-a2", "gpu-a4", "gpu-a5", "gpu-a6", "bad-input", "gone"]
+    results = {"gpu-a2": PASSED, "gpu-a4": NOT_READY, "gpu-a5": lock_refused(), "gpu-a6": check_mode(), "gone": None}
+    results.update(extra.pop("results", {}))
+    return fleet.fleet_summary(extra.pop("hosts", hosts), results, {"bad-input": ARG_SPEC_FAILURE, **extra.pop("failures", {})},
+                               run_id="t1", mode=mode, report_dir=REPORTS, generated_at="2026-11-30T22:00:00Z", lang=lang)
+
+
+def rows(result):
+    return dict((row["host"], row) for row in result["rows"])
+
+
+def test_every_node_has_a_row_failures_first_in_the_run_order_of_phases():
+    result = summary()
+    order = [row["host"] for row in result["rows"]]
+    # input before lock before preflight; then not run, check mode, passed.
+    assert order == ["bad-input", "gpu-a5", "gpu-a4", "gone", "gpu-a6", "gpu-a2"]
+    assert [row["status"] for row in result["rows"]] == ["failed", "failed", "failed", "not_run", "checked", "passed"]
+    assert result["counts"] == {"nodes": 6, "failed": 3, "not_run": 1, "checked": 1, "passed": 1}
+    assert result["passed"] is False
+
+
+def test_a_refused_node_names_its_phase_check_and_reason():
+    row = rows(summary())["gpu-a4"]
+    assert (row["phase"], row["check"], row["failed_checks"]) == ("preflight", "node_ready", ["node_ready"])
+    assert row["reason"] == "node gpu-a4 is not Ready"
+    assert row["task"] == "Preflight | Refuse a node the demo must not touch"
+    assert row["units"] is None and row["gpus"] == [] and row["window"] is None
+    assert [step["state"] for step in row["steps"]] == ["failed", "skipped", "skipped", "skipped", "skipped"]
+
+
+def test_failures_before_the_report_still_say_why():
+    by_host = rows(summary())
+    bad = by_host["bad-input"]
+    assert (bad["status"], bad["phase"], bad["check"]) == ("failed", "input", None)
+    assert "gpu_demo_report_lang" in bad["reason"] and bad["reports"] == {}
+    lock = by_host["gpu-a5"]
+    assert (lock["status"], lock["phase"], lock["check"]) == ("failed", "lock", None)
+    assert lock["reason"].startswith("node gpu-a5 is locked by run")
+    assert lock["steps"][0] == {"phase": "lock", "state": "failed", "seconds": None}
+
+
+def test_a_passed_node_shows_what_it_held_and_saw():
+    row = rows(summary())["gpu-a2"]
+    assert row["units"] == 2
+    assert [gpu["uuid"] for gpu in row["gpus"]] == PASSED["hold"]["distinct_uuids"]
+    assert {gpu["name"] for gpu in row["gpus"]} == {"NVIDIA H20"}
+    assert row["window"]["seconds"] == PASSED["timeline"]["window"]["seconds"]
+    assert row["vllm"]["before"] == 200 and row["vllm"]["after"] == 200
+    # Read in the hold pods (nvidia-smi's memory.used on the GPUs the demo held): nothing outside the ledger here.
+    assert row["memory_outside_ledger"] == {"bytes": 0, "mib": 0, "source": "hold"}
+    assert [step["state"] for step in row["steps"]] == ["ok"] * 5
+    # The per-node reports, relative to the summary's directory.
+    assert row["reports"]["markdown"] == PASSED["report_files"]["markdown"].rsplit("/", 1)[1]
+
+
+def test_memory_read_on_the_node_counts_everything_outside_the_ledger():
+    result = copy.deepcopy(PASSED)
+    result["node_processes"] = {"gpus": [
+        {"uuid": "GPU-1", "memory_bytes": {"in_ledger": 5 << 20, "out_of_ledger_pod": 80 << 20, "host": 3 << 20, "unidentified": 1 << 20}},
+        {"uuid": "GPU-2", "memory_bytes": {"in_ledger": 0, "out_of_ledger_pod": 0, "host": 0, "unidentified": 0}}]}
+    row = fleet.node_row("gpu-a2", result)
+    assert row["memory_outside_ledger"] == {"bytes": 84 << 20, "mib": 84, "source": "node"}
+
+
+def test_check_mode_and_nodes_without_a_result_say_so():
+    by_host = rows(summary())
+    assert by_host["gpu-a6"]["reason"] == "check mode: read-only checks passed, nothing was created"
+    assert by_host["gpu-a6"]["units"] == 2
+    assert by_host["gone"]["reason"].startswith("no result: the node's play ended before the pre-flight")
+
+
+def test_one_node_at_a_time_names_the_node_the_run_stopped_at():
+    result = summary(mode="serial", hosts=["gpu-a2", "gpu-a4", "late-1", "late-2"])
+    by_host = rows(result)
+    assert by_host["late-1"]["status"] == by_host["late-2"]["status"] == "not_run"
+    assert by_host["late-1"]["reason"] == "not run: one node at a time, the run stopped after gpu-a4 failed"
+    assert result["counts"] == {"nodes": 4, "failed": 1, "not_run": 2, "checked": 0, "passed": 1}
+
+
+def test_failures_are_grouped_by_check_most_frequent_first():
+    extra = dict(("gpu-b%d" % index, dict(NOT_READY, node="gpu-b%d" % index)) for index in range(3))
+    result = summary(hosts=["gpu-a4", "gpu-a5", "bad-input"] + sorted(extra), results=extra)
+    assert [(group["phase"], group["check"], group["count"]) for group in result["by_check"]] == [
+        ("preflight", "node_ready", 4), ("input", None, 1), ("lock", None, 1)]
+    assert result["by_check"][0]["nodes"] == ["gpu-a4", "gpu-b0", "gpu-b1", "gpu-b2"]
+
+
+def test_phase_of_a_failed_task():
+    assert fleet.phase_of_task("Preflight | Refuse a node the demo must not touch") == "preflight"
+    assert fleet.phase_of_task("gpuops.scheduling.gpu_demo : Hold | Wait until the hold pods run") == "hold"
+    assert fleet.phase_of_task("Delete | Remove the demo pods") == "release"
+    assert fleet.phase_of_task("Validating arguments against arg spec 'main'") == "input"
+    assert fleet.phase_of_task("") == fleet.phase_of_task("Something else") == "run"
+
+
+def test_a_bad_mode_is_refused():
+    with pytest.raises(ValueError, match="serial or parallel"):
+        fleet.fleet_summary([], mode="rolling")
+
+
+def test_the_json_carries_every_row_but_not_the_drawings():
+    data = json.loads(fleet.render_json(summary()))
+    assert [row["host"] for row in data["rows"]] == ["bad-input", "gpu-a5", "gpu-a4", "gone", "gpu-a6", "gpu-a2"]
+    assert all("timeline" not in row for row in data["rows"])
+    assert data["counts"]["failed"] == 3 and data["run_id"] == "t1"
+
+
+def test_markdown_in_english_and_chinese():
+    english = fleet.render_markdown(summary())
+    assert english.startswith("# GPU scheduling pre-flight: 6 node(s)\n")
+    assert "**3 of 6 node(s) failed.**" in english
+    assert "| [gpu-a4](%s) | **failed** | preflight | node_ready | node gpu-a4 is not Ready |" % (
+        NOT_READY["report_files"]["markdown"].rsplit("/", 1)[1]) in english
+    chinese = fleet.render_markdown(summary(lang="zh"))
+    assert chinese.startswith("# GPU 调度预检：6 个节点\n") and "## 按检查项汇总的失败" in chinese
+    assert "| 预检 | node_ready | 1 | gpu-a4 |" in chinese
+
+
+def test_markdown_cells_stay_one_line():
+    hostile = dict(NOT_READY, checks=[dict(NOT_READY["checks"][0], passed=False, detail="a | b\nc")])
+    text = fleet.render_markdown(summary(hosts=["gpu-a4"], results={"gpu-a4": hostile}))
+    assert "a \\| b c" in text
+
+
+HOSTILE_NAME = '<script>alert("node")</script>'
+HOSTILE_MESSAGE = '<img src=x onerror=alert(1)> & "quotes" <script>alert(2)</script>'
+
+
+def test_html_escapes_everything_from_the_cluster():
+    result = copy.deepcopy(NOT_READY)
+    next(check for check in result["checks"] if not check["passed"])["detail"] = HOSTILE_MESSAGE
+    result["report_files"]["markdown"] = REPORTS + '/x"><script>alert(3)</script>.md'
+    page = fleet.render_html(summary(hosts=[HOSTILE_NAME, "gpu-a2"], results={HOSTILE_NAME: result}))
+    # The only script is the page's own, at its end.
+    assert page.count("<script>") == 1 and page.rindex("<script>") > page.index("</table>")
+    assert "<img" not in page and "onerror=alert(1)>" not in page
+    assert "&lt;script&gt;alert(&quot;node&quot;)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(1)&gt; &amp; &quot;quotes&quot;" in page
+    assert 'href="x%22%3E%3Cscript%3Ealert%283%29%3C/script%3E.md"' in page
+
+
+def test_html_loads_nothing_from_anywhere():
+    page = fleet.render_html(summary())
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|javascript:)""", page, re.I)
+    assert "@import" not in page and "url(" not in page
+    assert "default-src 'none'" in page
+    # Every row links its story below the table, and the node's own reports beside it.
+    for index, row in enumerate(summary()["rows"]):
+        assert 'href="#node-%d"' % index in page and 'id="node-%d"' % index in page
+    assert 'href="%s"' % PASSED["report_files"]["svg"].rsplit("/", 1)[1] in page
+
+
+def test_html_rows_come_failures_first():
+    page = fleet.render_html(summary())
+    hosts = re.findall(r'<tr class="(\w+)" data-node="([^"]+)"', page)
+    assert hosts == [("failed", "bad-input"), ("failed", "gpu-a5"), ("failed", "gpu-a4"), ("not_run", "gone"),
+                     ("checked", "gpu-a6"), ("passed", "gpu-a2")]
+    assert 'id="count-failed"><b>3</b>' in page
+
+
+def test_html_of_five_hundred_nodes_stays_small_enough_to_open():
+    hosts = ["node-%03d" % index for index in range(500)]
+    results = dict((host, dict(PASSED if index % 10 else NOT_READY, node=host)) for index, host in enumerate(hosts))
+    page = fleet.render_html(fleet.fleet_summary(hosts, results, run_id="big", report_dir=REPORTS))
+    assert page.count('<tr class="failed"') == 50 and page.count('<tr class="passed"') == 450
+    assert len(page) < 4 * 1024 * 1024
