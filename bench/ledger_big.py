@@ -30,6 +30,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import big_cluster  # noqa: E402  pylint: disable=wrong-import-position
 import cluster  # noqa: E402  pylint: disable=wrong-import-position  # tests/sim, via big_cluster
+from ledger_scale import reader_for  # noqa: E402  pylint: disable=wrong-import-position
 
 CHECKOUT = big_cluster.CHECKOUT
 sys.path.insert(0, str(CHECKOUT / ".collections"))   # the collection, as ansible finds it (make setup links it)
@@ -46,22 +47,6 @@ def say(message: str) -> None:
 
 
 # --- reading in this process ---------------------------------------------------------------------
-
-def reader_for(kubeconfig: str):
-    """A CoreV1Reader over the kubernetes client, as the module builds it (without kubernetes.core's discovery)."""
-    from kubernetes import config  # pylint: disable=import-outside-toplevel
-    from kubernetes.dynamic import DynamicClient  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import client  # pylint: disable=import-outside-toplevel
-
-    api_client = config.new_client_from_config(config_file=kubeconfig)
-    dynamic = DynamicClient.__new__(DynamicClient)
-    dynamic.client = api_client
-
-    class Connection:   # the two attributes CoreV1Reader uses of kubernetes.core's client
-        configuration = api_client.configuration
-        client = dynamic
-
-    return client.CoreV1Reader(Connection())
 
 
 def read(kubeconfig: str, node: str | None, strategy: str = "auto") -> dict:

@@ -114,14 +114,12 @@ def _seconds(start: str, end: str) -> float:
     return (datetime.strptime(end, layout) - datetime.strptime(start, layout)).total_seconds()
 
 
-def in_process(kubeconfig: str, measure_memory: bool = False) -> dict:
-    """The task's read and sums in this process: seconds, HTTP requests, and (separately, since
-    tracing slows Python down) peak Python memory."""
+def reader_for(kubeconfig: str):
+    """A CoreV1Reader over the kubernetes client, as the module builds it (without kubernetes.core's discovery)."""
     sys.path.insert(0, str(CHECKOUT / ".collections"))
     from kubernetes import config  # pylint: disable=import-outside-toplevel
     from kubernetes.dynamic import DynamicClient  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import client as _k8s_client  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import ledger as _ledger  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import client  # pylint: disable=import-outside-toplevel
 
     api_client = config.new_client_from_config(config_file=kubeconfig)
     # kubernetes.core's client without its API discovery: requests only need the ApiClient underneath.
@@ -132,10 +130,18 @@ def in_process(kubeconfig: str, measure_memory: bool = False) -> dict:
         configuration = api_client.configuration
         client = dynamic
 
+    return client.CoreV1Reader(Connection())
+
+
+def in_process(kubeconfig: str, measure_memory: bool = False) -> dict:
+    """The task's read and sums in this process: seconds, HTTP requests, and (separately, since
+    tracing slows Python down) peak Python memory."""
+    reader = reader_for(kubeconfig)   # puts the collection on sys.path
+    from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import ledger as _ledger  # pylint: disable=import-outside-toplevel
+
     if measure_memory:
         tracemalloc.start()
     started = time.perf_counter()
-    reader = _k8s_client.CoreV1Reader(Connection())
     ledger = _ledger.read_ledger(reader)
     seconds = time.perf_counter() - started
     peak = tracemalloc.get_traced_memory()[1] if measure_memory else 0
