@@ -1,9 +1,10 @@
 """The run's summary for 500 nodes (issue 17: under 2 s on the controller). No cluster needed.
 
   1. pure: module_utils/_gpu_demo/fleet.py over 500 per-node results (rows, counts, JSON, Markdown, HTML), median of 5;
-  2. as the playbook runs it: the summary play of playbooks/gpu_demo.yml, as is, over an inventory of 500 hosts that
-     each carry a per-node result (as the role's facts would), the summary task's own duration (the json callback's
-     start/end: templating its arguments from hostvars, the action, writing the three files) and the whole play's.
+  2. as the playbook runs it: the summary play of playbooks/gpu_demo.yml and the play failing the failed nodes, as
+     they are, over an inventory of 500 hosts that each carry a per-node result (as the role's facts would), the
+     summary task's own duration (the json callback's start/end: templating its arguments from hostvars, the action,
+     writing the three files), each task's, and the two plays' wall time.
 
 The results are the unit tests' fixtures (tests/unit/fixtures/gpu_demo_results: a passed node with two H20s, 35 KB of
 result, and a refused one), 9 in 10 passed, with every node's name in its result.
@@ -54,14 +55,14 @@ def pure(count: int) -> dict:
 
 def in_playbook(count: int) -> dict:
     plays = yaml.safe_load((CHECKOUT / "playbooks" / "gpu_demo.yml").read_text())
-    summary_play = plays[-1]
-    assert summary_play["tasks"][0]["name"].startswith("Summary | Write"), "the summary play is the playbook's last"
+    summary_play, failed_play = plays[-2:]
+    assert summary_play["tasks"][0]["name"].startswith("Summary | Write"), "the summary play and the failed nodes' end the playbook"
     with tempfile.TemporaryDirectory(prefix="gpuops-summary-bench-") as workdir:
         work = Path(workdir)
         data = results(count)
         (work / "inventory.json").write_text(json.dumps({"gpu_nodes": {"hosts": dict(
             (host, {"_gpu_demo_result": result}) for host, result in data.items())}}))
-        (work / "summary.yml").write_text(yaml.safe_dump([summary_play], sort_keys=False))
+        (work / "summary.yml").write_text(yaml.safe_dump([summary_play, failed_play], sort_keys=False))
         env = {**os.environ, "ANSIBLE_CONFIG": str(CHECKOUT / "ansible.cfg"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
                "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json", "ANSIBLE_LOAD_CALLBACK_PLUGINS": "1",
                "ANSIBLE_COLLECTIONS_PATH": str(CHECKOUT / ".collections")}
@@ -72,12 +73,14 @@ def in_playbook(count: int) -> dict:
                              cwd=CHECKOUT, env=env, capture_output=True, text=True, check=False)
         wall = time.monotonic() - started
         output = json.loads(run.stdout)
-        tasks = output["plays"][0]["tasks"]
+        tasks = [task for play in output["plays"] for task in play["tasks"]]
         seconds = dict((task["task"]["name"], elapsed(task["task"]["duration"])) for task in tasks)
         written = sorted(path.name for path in (work / "reports").iterdir())
         counts = json.loads((work / "reports" / "gpu-demo-fleet-bench.json").read_text())["counts"]
+        failed_in_recap = sum(1 for stats in output["stats"].values() if stats["failures"])
     assert written == ["gpu-demo-fleet-bench.html", "gpu-demo-fleet-bench.json", "gpu-demo-fleet-bench.md"], written
     assert counts["nodes"] == count and counts["failed"] == count // 10, counts
+    assert failed_in_recap == counts["failed"], (failed_in_recap, counts)
     return {"nodes": count, "task_s": seconds[summary_play["tasks"][0]["name"]], "play_wall_s": wall, "tasks_s": seconds}
 
 
