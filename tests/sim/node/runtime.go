@@ -305,6 +305,13 @@ func (r *processRuntime) CreateContainer(_ context.Context, request *runtimeapi.
 	if err != nil {
 		return nil, status.Errorf(codes.Unknown, "failed to create containerd container: %v", err)
 	}
+	if mounts := deviceListMounts(request.Config.Mounts); len(mounts) > 0 {
+		var targets []string
+		for _, mount := range mounts {
+			targets = append(targets, mount.GetHostPath()+" on "+mount.GetContainerPath())
+		}
+		log.Printf("runtime: container %s: device mounts %v", request.Config.GetMetadata().GetName(), targets)
+	}
 	if request.Config.LogPath != "" && s.config.LogDirectory != "" {
 		c.logPath = filepath.Join(s.config.LogDirectory, request.Config.LogPath)
 		if err := os.MkdirAll(filepath.Dir(c.logPath), 0o755); err != nil {
