@@ -297,8 +297,14 @@ func (r *processRuntime) CreateContainer(_ context.Context, request *runtimeapi.
 		if injection, err = injectCDIDevices(r.cdiDirs, r.baseEnvironment(request.Config), names); err == nil {
 			c.env, c.deviceNodes = injection.Env, injection.DeviceNodes
 			if len(names) > 0 {
-				log.Printf("runtime: container %s: CDI devices %v -> device nodes %v", request.Config.GetMetadata().GetName(),
-					names, injection.DeviceNodes)
+				var annotated []string
+				for key := range request.Config.GetAnnotations() {
+					if strings.HasPrefix(key, "cdi.k8s.io/") {
+						annotated = append(annotated, key)
+					}
+				}
+				log.Printf("runtime: container %s: CDI devices %v (%d in the CRI request, annotations %v) -> device nodes %v",
+					request.Config.GetMetadata().GetName(), names, len(request.Config.GetCDIDevices()), annotated, injection.DeviceNodes)
 			}
 		}
 	}
