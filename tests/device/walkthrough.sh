@@ -131,7 +131,7 @@ else
     flags="--device-list-strategy=$list --device-id-strategy=$id --driver-root-ctr-path=/ --cdi-disable-hooks=all"
     log "NVIDIA's device plugin: $flags"
     rm -f "$node_dir/var/run/cdi/"*.json
-    # shellcheck disable=SC2086  # the flags are words
+    # shellcheck disable=SC2016,SC2086  # $0 and $@ are the inner shell's; the flags are words
     unshare --mount --propagation private -- sh -c 'mount --bind "$0/device-plugins" /var/lib/kubelet/device-plugins &&
       mount --bind "$0/var/run/cdi" /var/run/cdi && exec "$@"' "$node_dir" "$work/bin/nvidia-device-plugin" $flags \
       > "$out/nvidia-device-plugin-$list-$id.log" 2>&1 &
