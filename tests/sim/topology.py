@@ -13,6 +13,7 @@ import yaml
 
 TOPOLOGIES = Path(__file__).resolve().parent / "topologies"
 VISIBLE_DEVICE_MODES = ("uuid", "index", "unset", "void")
+ALLOCATIONS = ("device_plugin", "dra")
 
 
 class TopologyError(ValueError):
@@ -40,6 +41,11 @@ class NodeGpus:
     visible_devices: str = "uuid"
     ledger_bypass: bool = False
     processes: list = field(default_factory=list)
+    allocation: str = "device_plugin"   # or "dra": the GPUs are ResourceSlices of driver gpu.nvidia.com
+
+    @property
+    def dra(self) -> bool:
+        return self.allocation == "dra"
 
     @property
     def units(self) -> list:
@@ -91,6 +97,9 @@ def node_gpus(node: dict) -> NodeGpus | None:
     visible = spec.get("visible_devices", "uuid")
     if visible not in VISIBLE_DEVICE_MODES:
         raise TopologyError(f"node {node['name']}: gpu.visible_devices must be one of {VISIBLE_DEVICE_MODES}, got {visible!r}")
+    allocation = spec.get("allocation", "device_plugin")
+    if allocation not in ALLOCATIONS:
+        raise TopologyError(f"node {node['name']}: gpu.allocation must be one of {ALLOCATIONS}, got {allocation!r}")
     used = {int(index): int(mib) for index, mib in (spec.get("memory_used_mib") or {}).items()}
     mig = spec.get("mig")
     gpus = []
@@ -106,7 +115,7 @@ def node_gpus(node: dict) -> NodeGpus | None:
     return NodeGpus(resource=resource, gpus=gpus, replicas=int(spec.get("replicas", 1)),
                     fail_requests_greater_than_one=bool(spec.get("fail_requests_greater_than_one", False)),
                     visible_devices=visible, ledger_bypass=bool(spec.get("ledger_bypass", False)),
-                    processes=list(spec.get("processes") or []))
+                    processes=list(spec.get("processes") or []), allocation=allocation)
 
 
 def real_gpus(spec: dict) -> NodeGpus:
@@ -116,8 +125,11 @@ def real_gpus(spec: dict) -> NodeGpus:
             for gpu in nvml_gpus.read_gpus()]
     if not gpus:
         raise TopologyError("gpu.nvml: NVML reports no GPU on this machine")
+    allocation = spec.get("allocation", "device_plugin")
+    if allocation not in ALLOCATIONS:
+        raise TopologyError(f"gpu.allocation must be one of {ALLOCATIONS}, got {allocation!r}")
     return NodeGpus(resource=spec.get("resource", "nvidia.com/gpu"), gpus=gpus,
-                    visible_devices=spec.get("visible_devices", "uuid"))
+                    visible_devices=spec.get("visible_devices", "uuid"), allocation=allocation)
 
 
 def node_labels(node: dict, gpus: NodeGpus | None) -> dict:
@@ -143,7 +155,7 @@ def node_object(node: dict, kubelet_port: int) -> tuple[dict, dict]:
     """(Node object to create, its status) for a topology node. Addresses are loopback only."""
     gpus = node_gpus(node)
     capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
-    if gpus:
+    if gpus and not gpus.dra:
         capacity[gpus.resource] = str(len(gpus.units))
         if gpus.resource.startswith("nvidia.com/mig-"):
             # Mixed MIG strategy: whole GPUs are all partitioned.
