@@ -174,7 +174,7 @@ def test_visible_devices_unset_with_cdi(sim, topology, tmp_path):
     run = run_demo(sim, tmp_path)
     assert_clean_pass(run)
     hold = run.result["hold"]
-    assert hold["visible_devices_modes"] == ["unset"] and len(hold["distinct_uuids"]) == 2
+    assert hold["visible_devices_modes"] == ["void"] and len(hold["distinct_uuids"]) == 2
     assert "legitimate with CDI" in run.check("hold_env_corroborates")["detail"]
 
 

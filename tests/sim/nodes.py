@@ -13,17 +13,19 @@ Per node, under .sim/run/nodes/<node>/:
   bin/nvidia-smi           nvidia-smi as a tool on the node sees it: every GPU
   container-bin/nvidia-smi nvidia-smi inside a container: only the devices its environment names
   proc/, run/containerd/   what node-side tools read about processes outside the ledger (topology `processes`)
+  etc/cdi/, var/run/cdi/    the node's CDI spec folders (containerd's /etc/cdi and /var/run/cdi): the runtime resolves
+                           CDI device names against the specs there; our device plugin writes its spec into the second
   plugin-*.json, faults.json, not-ready, kubelet.yaml
-  dra-driver.json, cdi/    on a DRA node (gpu.allocation: dra), instead of a device plugin: our DRA driver's GPUs, and
-                           the folder it writes each prepared claim's CDI spec to (the node's runtime reads it). The
+  dra-driver.json          on a DRA node (gpu.allocation: dra), instead of a device plugin: our DRA driver's GPUs; it
+                           writes each prepared claim's CDI spec into var/run/cdi/ (the chart's CDI_ROOT). The
                            driver registers at kubelet/plugins_registry/ and keeps its socket in kubelet/plugins/,
                            both under the kubelet's own --root-dir, so each node has its own.
 
 What the kubelet changes on the host, and how it is put back (restore_host): it writes a few kernel sysctls
 (protectKernelDefaults false: vm.overcommit_memory, vm.panic_on_oom, kernel.panic, kernel.panic_on_oops,
 kernel.keys.root_maxkeys/root_maxbytes): their values before the first kubelet are saved in
-.sim/host-sysctls.json and written back by `simctl down`. The mount point /var/lib/kubelet/device-plugins is
-created if missing, and removed by `simctl down` if it was.
+.sim/host-sysctls.json and written back by `simctl down`. The mount points /var/lib/kubelet/device-plugins and
+/var/run/nvidia-container-devices are created if missing, and removed by `simctl down` if they were.
 """
 from __future__ import annotations
 
@@ -42,6 +44,9 @@ import topology as topo
 SIMNODE_SRC = cluster.SIM_SRC / "node"
 FAKE_NVIDIA_SMI = cluster.SIM_SRC / "fake_nvidia_smi.py"
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+# The mount point for the device plugin's volume-mounts answer: each container given devices that way gets its own
+# folder there, in its own mount namespace (gpuops-simnode container-init).
+DEVICE_LIST_DIR = Path("/var/run/nvidia-container-devices")
 SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
 # Every container on a GPU node runs a CUDA-style image: it asks for compute and utility capabilities.
@@ -123,14 +128,16 @@ class Node:
 
     @property
     def cdi_dir(self) -> Path:
-        return self.dir / "cdi"
+        """Where our DRA driver writes claims' CDI specs: var/run/cdi, NVIDIA's chart's CDI_ROOT (a folder the
+        runtime reads)."""
+        return self.cdi_spec_dirs[1]
 
     def dra_config(self) -> dict:
         """Our DRA driver's view of the node's GPUs: what NVML tells NVIDIA's driver about each."""
         gpus = []
         for gpu in self.gpus.gpus:
             architecture, capability = next((value for key, value in ARCHITECTURES.items() if key in gpu.name), ("Hopper", "9.0"))
-            entry = {"minor": gpu.index, "uuid": gpu.uuid, "productName": gpu.name, "brand": "Nvidia",
+            entry = {"minor": gpu.minor, "uuid": gpu.uuid, "productName": gpu.name, "brand": "Nvidia",
                      "architecture": architecture, "cudaComputeCapability": capability, "driverVersion": DRIVER_VERSION,
                      "cudaDriverVersion": CUDA_VERSION, "pciBusID": _bus_id(gpu.index).lower()[4:],
                      "memoryBytes": gpu.memory_mib << 20, "mig": []}
@@ -153,18 +160,26 @@ class Node:
         for unit in self.gpus.units:
             gpu, mig = unit["gpu"], unit["mig"]
             devices.append({"id": unit["id"], "uuid": mig["uuid"] if mig else gpu.uuid,
-                            "index": f"{gpu.index}:{mig['index']}" if mig else str(gpu.index)})
-        configs = [{"resource": self.gpus.resource, "devices": devices, "visible_devices": self.gpus.visible_devices,
+                            "index": f"{gpu.index}:{mig['index']}" if mig else str(gpu.index), "minor": gpu.minor})
+        strategies = {"device_list_strategy": list(self.gpus.device_list_strategy),
+                      "device_id_strategy": self.gpus.device_id_strategy}
+        configs = [{"resource": self.gpus.resource, "devices": devices, **strategies,
                     "fail_requests_greater_than_one": self.gpus.fail_requests_greater_than_one,
                     "replicated": self.gpus.replicas > 1}]
         if self.gpus.resource.startswith("nvidia.com/mig-"):
-            configs.append({"resource": "nvidia.com/gpu", "devices": [], "visible_devices": self.gpus.visible_devices})
+            configs.append({"resource": "nvidia.com/gpu", "devices": [], **strategies})
         return configs
+
+    @property
+    def cdi_spec_dirs(self) -> list:
+        """The node's CDI spec folders, as containerd's cdi_spec_dirs (/etc/cdi, /var/run/cdi): our device plugin
+        writes its spec into the second, as NVIDIA's does; a DRA driver may write claim specs into either."""
+        return [self.dir / "etc" / "cdi", self.dir / "var" / "run" / "cdi"]
 
     # --- files --------------------------------------------------------------------------------------
 
     def write_files(self) -> None:
-        for sub in ("kubelet", "device-plugins", "runtime", "pod-logs", "bin", "container-bin"):
+        for sub in ("kubelet", "device-plugins", "runtime", "pod-logs", "bin", "container-bin", *self.cdi_spec_dirs):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         if self.real_gpus:
             import nvml_gpus  # pylint: disable=import-outside-toplevel  # GPU machines only
@@ -176,7 +191,6 @@ class Node:
         for config in self.plugin_configs():
             (self.dir / f"plugin-{config['resource'].replace('/', '-')}.json").write_text(json.dumps(config, indent=1))
         if self.dra:
-            self.cdi_dir.mkdir(exist_ok=True)
             (self.dir / "dra-driver.json").write_text(json.dumps(self.dra_config(), indent=1))
         (self.dir / "kubelet.yaml").write_text(json.dumps(self.kubelet_config(), indent=1))
 
@@ -193,7 +207,7 @@ class Node:
         if self.gpus:
             state["gpus"] = [{"index": g.index, "uuid": g.uuid, "name": g.name, "memory_mib": g.memory_mib,
                               "used_mib": g.used_mib, "mig_devices": g.mig_devices,
-                              "bus_id": _bus_id(g.index)} for g in self.gpus.gpus]
+                              "minor": g.minor, "bus_id": _bus_id(g.index)} for g in self.gpus.gpus]
             state["processes"] = self.gpus.processes
         (self.dir / "gpus.json").write_text(json.dumps(state, indent=1))
 
@@ -231,6 +245,7 @@ class Node:
     def start(self, k8s_bin: Path, simnode: Path) -> None:
         runtime_argv = [str(simnode), "runtime", "--socket", str(self.dir / "runtime.sock"),
                         "--state-dir", str(self.dir / "runtime"), "--not-ready-file", str(self.dir / "not-ready")]
+        runtime_argv += [arg for folder in self.cdi_spec_dirs for arg in ("--cdi-spec-dir", str(folder))]
         if self.real_gpus:
             # As the NVIDIA container toolkit does: the machine's nvidia-smi and driver libraries in every container
             # given a GPU (here: on its PATH and library path), the devices limited by container-init.
@@ -274,7 +289,8 @@ class Node:
 
     def start_plugin(self, simnode: Path, resource: str) -> None:
         argv = [str(simnode), "plugin", "--plugin-dir", str(self.dir / "device-plugins"),
-                "--config", str(self.dir / f"plugin-{resource.replace('/', '-')}.json"), "--faults", str(self.faults_file)]
+                "--config", str(self.dir / f"plugin-{resource.replace('/', '-')}.json"), "--faults", str(self.faults_file),
+                "--cdi-spec-dir", str(self.cdi_spec_dirs[1])]
         cluster.start_process(self.sim, self.plugin_process(resource), argv,
                               marker=str(self.dir / f"plugin-{resource.replace('/', '-')}.json"))
 
@@ -348,7 +364,8 @@ def nodes_of(sim: cluster.SimDir, spec: dict) -> list:
 # --- the host -------------------------------------------------------------------------------------------
 
 def prepare_host(sim: cluster.SimDir) -> None:
-    """Save what the kubelets will change on the host (once per sim), and make the device-plugins mount point."""
+    """Save what the kubelets will change on the host (once per sim), and make the device-plugins and device-list
+    mount points."""
     saved = sim.root / "host-sysctls.json"
     if not saved.exists():
         values = {}
@@ -357,9 +374,11 @@ def prepare_host(sim: cluster.SimDir) -> None:
                 values[name] = Path("/proc/sys", name).read_text().strip()
             except OSError:
                 continue
-        record = {"sysctls": values, "created_device_plugin_dir": not DEVICE_PLUGIN_DIR.exists()}
+        record = {"sysctls": values, "created_device_plugin_dir": not DEVICE_PLUGIN_DIR.exists(),
+                  "created_device_list_dir": not DEVICE_LIST_DIR.exists()}
         saved.write_text(json.dumps(record, indent=1) + "\n")
     DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
+    DEVICE_LIST_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def restore_host(sim: cluster.SimDir) -> list:
@@ -383,5 +402,12 @@ def restore_host(sim: cluster.SimDir) -> list:
             except OSError:
                 left.append(f"{path} (not empty)")
                 break
+    if record.get("created_device_list_dir"):
+        try:
+            DEVICE_LIST_DIR.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            left.append(f"{DEVICE_LIST_DIR} (not empty)")
     saved.unlink()
     return left

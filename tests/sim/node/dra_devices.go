@@ -23,9 +23,8 @@ import (
 
 const (
 	draDriverName = "gpu.nvidia.com"
-	cdiVendor     = "k8s." + draDriverName
-	cdiClass      = "claim"
-	nvidiaMajor   = 195 // /dev/nvidia<minor> (Linux devices.txt)
+	draCDIVendor  = "k8s." + draDriverName
+	draCDIClass   = "claim"
 )
 
 // draGPU is one GPU of the node, as the sim writes it (tests/sim/nodes.py, dra-driver.json).
@@ -146,12 +145,12 @@ func draDevices(gpus []draGPU) []draDevice {
 // cdiDeviceID is the CDI device a prepared device is handed to the runtime as:
 // k8s.gpu.nvidia.com/claim=<claimUID>-<deviceName>.
 func cdiDeviceID(claimUID, deviceName string) string {
-	return fmt.Sprintf("%s/%s=%s-%s", cdiVendor, cdiClass, claimUID, deviceName)
+	return fmt.Sprintf("%s/%s=%s-%s", draCDIVendor, draCDIClass, claimUID, deviceName)
 }
 
 // cdiSpecPath: <cdiRoot>/k8s.gpu.nvidia.com-claim_<claimUID>.yaml (the CDI library's transient spec name).
 func cdiSpecPath(cdiRoot, claimUID string) string {
-	return filepath.Join(cdiRoot, fmt.Sprintf("%s-%s_%s.yaml", cdiVendor, cdiClass, claimUID))
+	return filepath.Join(cdiRoot, fmt.Sprintf("%s-%s_%s.yaml", draCDIVendor, draCDIClass, claimUID))
 }
 
 // controlDevices: the driver's control devices that exist on this machine (none in the simulated cluster).
@@ -171,7 +170,7 @@ func unixMinor(dev uint64) uint64 { return (dev & 0xff) | ((dev >> 12) & 0xfff00
 // claimSpec is the CDI spec for one claim's prepared devices. `nodeOf` picks the device node handed out for each
 // device: the device's own, except when a fault makes the driver prepare the wrong one.
 func claimSpec(claimUID string, devices []draDevice, nodeOf func(draDevice) int) *cdispec.Spec {
-	spec := &cdispec.Spec{Version: "0.6.0", Kind: cdiVendor + "/" + cdiClass,
+	spec := &cdispec.Spec{Version: "0.6.0", Kind: draCDIVendor + "/" + draCDIClass,
 		ContainerEdits: cdispec.ContainerEdits{Env: []string{"NVIDIA_VISIBLE_DEVICES=void"}}}
 	for _, path := range controlDevices {
 		if node := existingDeviceNode(path); node != nil {
