@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
     as_int,
@@ -80,6 +81,10 @@ def judge_hold(hold, hold_names, plan, node, resource):
         {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"],
          "detail": "NVIDIA_VISIBLE_DEVICES is {0} in the hold pods{1}".format(joined(modes, "unknown"), corroboration)},
     ]
+    # Through DRA the hold's wait also read the ledger: each pod's claim names the device it must have been given.
+    entry = resource_entry(hold.get("ledger") or {}, node, resource)
+    if entry.get("dra"):
+        checks.append(judge_prepared_devices(summary, entry, hold_names))
     return summary, checks
 
 
@@ -103,8 +108,13 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
     pending = [item for item in ledger.get("pending") or []
                if item.get("namespace") == namespace and item.get("name") == queue_name]
     held_units = sum(as_int(item.get("units")) for item in holding)
+    parsed = scheduling.get("parsed") or {}
+    # A device plugin's shortage reads "Insufficient <resource>"; DRA's "cannot allocate all claims".
+    refused = resource in (parsed.get("insufficient") or []) or bool(entry.get("dra")) and bool(
+        (parsed.get("dra") or {}).get("cannot_allocate"))
     during = {"allocatable": entry.get("allocatable"), "requested": entry.get("requested"), "limits": entry.get("limits"),
-              "free": entry.get("free"), "holders": entry.get("holders", []), "pending": ledger.get("pending", [])}
+              "free": entry.get("free"), "holders": entry.get("holders", []), "pending": ledger.get("pending", []),
+              "dra": entry.get("dra")}
     met = bool(queue.get("met", False))
     checks = [
         {"id": "queue_pending", "phase": "queue",
@@ -113,7 +123,7 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
              queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>", pod.get("pod_ip") or "<none>",
              "" if met else ": {0}".format(reason(queue)))},
         {"id": "queue_insufficient", "phase": "queue",
-         "passed": resource in ((scheduling.get("parsed") or {}).get("insufficient") or []),
+         "passed": refused,
          "detail": "FailedScheduling{0}: {1}".format(
              "" if scheduling.get("from_event", True) else " (PodScheduled condition)",
              scheduling.get("message", "no FailedScheduling event"))},
