@@ -285,6 +285,8 @@ class Node:
         argv = [str(simnode), "dra-driver", "--config", str(self.dir / "dra-driver.json"),
                 "--kubeconfig", str(self.sim.kubeconfig), "--kubelet-root-dir", str(self.dir / "kubelet"),
                 "--cdi-root", str(self.cdi_dir), "--faults", str(self.faults_file)]
+        if (self.spec.get("gpu") or {}).get("dra_driver") == "unregistered":
+            argv.append("--no-registration")
         cluster.start_process(self.sim, self.dra_process, argv, marker=str(self.dir / "dra-driver.json"))
 
     def start_plugin(self, simnode: Path, resource: str) -> None:

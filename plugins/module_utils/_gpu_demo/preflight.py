@@ -221,10 +221,14 @@ def judge_admission(dry_run, priority_class, create_priority_class):
     error = (api_status_message(str(dry_run.get("msg") or reason(dry_run) or "")) if failed else None) or "dry run failed"
     missing_class = failed and "no PriorityClass with name" in error
     will_create = missing_class and bool(create_priority_class)
-    policies = [(pod.get("spec") or {}).get("preemptionPolicy") for pod in admitted]
+    # Through DRA the claim templates are admitted too: preemption is the pods' alone.
+    pods = [item for item in admitted if item.get("kind", "Pod") == "Pod"]
+    templates = len(admitted) - len(pods)
+    policies = [(pod.get("spec") or {}).get("preemptionPolicy") for pod in pods]
     never = bool(policies) and all(policy == "Never" for policy in policies)
     if not failed:
-        admitted_detail = "the API server admits the {0} demo pod(s) (dry run)".format(len(admitted))
+        admitted_detail = "the API server admits the {0} demo pod(s){1} (dry run)".format(
+            len(pods), " and {0} ResourceClaimTemplate(s)".format(templates) if templates else "")
     elif will_create:
         admitted_detail = ("PriorityClass {0} does not exist yet: the run creates it (value 0, preemptionPolicy Never)"
                            .format(priority_class))

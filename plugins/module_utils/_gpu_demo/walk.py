@@ -69,7 +69,8 @@ def judge_hold(hold, hold_names, plan, node, resource):
     checks = [
         {"id": "hold_running", "phase": "hold", "passed": met,
          "detail": "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
-             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else reason(hold)},
+             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else
+         (reason(hold) or "") + _warnings(hold, hold_names)},
         {"id": "hold_never_preempts", "phase": "hold",
          "passed": bool(pods) and all(policy == "Never" for policy in policies),
          "detail": "hold pods have preemptionPolicy {0}".format(joined(unique(policies), "unknown"))},
@@ -86,6 +87,14 @@ def judge_hold(hold, hold_names, plan, node, resource):
     if entry.get("dra"):
         checks.append(judge_prepared_devices(summary, entry, hold_names))
     return summary, checks
+
+
+def _warnings(wait, names):
+    """The Warning events of these pods that the wait read (a kubelet that cannot prepare a pod's claims says
+    FailedPrepareDynamicResources), as a sentence to add to a failure."""
+    seen = unique("{0} {1}: {2}".format(row.get("pod"), row.get("reason"), row.get("message"))
+                  for row in wait.get("events") or [] if row.get("type") == "Warning" and row.get("pod") in names)
+    return "; pod events: " + "; ".join(seen) if seen else ""
 
 
 def describe_unit(unit):

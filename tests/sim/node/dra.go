@@ -67,6 +67,8 @@ func runDRADriver(args []string) error {
 	kubeletRoot := flags.String("kubelet-root-dir", "", "the node's kubelet --root-dir (plugins_registry/ and plugins/ below it)")
 	cdiRoot := flags.String("cdi-root", "", "folder the claims' CDI specs are written to (one the container runtime reads)")
 	faultsFile := flags.String("faults", "", "JSON faults file (optional)")
+	unregistered := flags.Bool("no-registration", false, "publish the slices but never register with the kubelet "+
+		"(as a kubelet plugin whose registration socket is not where the kubelet looks): the kubelet cannot prepare claims")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -102,7 +104,7 @@ func runDRADriver(args []string) error {
 	helper, err := kubeletplugin.Start(ctx, driver,
 		kubeletplugin.KubeClient(client), kubeletplugin.NodeName(config.Node), kubeletplugin.DriverName(draDriverName),
 		kubeletplugin.RegistrarDirectoryPath(registrar), kubeletplugin.PluginDataDirectoryPath(dataDir),
-		kubeletplugin.Serialize(true))
+		kubeletplugin.Serialize(true), kubeletplugin.RegistrationService(!*unregistered))
 	if err != nil {
 		return err
 	}
