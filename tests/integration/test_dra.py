@@ -9,6 +9,7 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
 from test_gpu_demo import Run, demo_vars
 
 NAMESPACE = "gpu-operator"
@@ -50,17 +51,23 @@ def run_demo(sim, tmp_path: Path, **extra) -> Run:
     return Run(process, tmp_path, run_id)
 
 
-def test_the_walkthrough_through_dra_passes_and_leaves_nothing(sim, tmp_path):
+@pytest.mark.parametrize("request_kind", ["claim", "extended_resource"])
+def test_the_walkthrough_through_dra_passes_and_leaves_nothing(sim, tmp_path, request_kind):
+    # claim: the pods name claims of the run's templates; extended_resource: they ask for plain nvidia.com/gpu and the
+    # scheduler serves it through DRA (DeviceClass gpu.nvidia.com has extendedResourceName nvidia.com/gpu).
     sim.use_topology("dra")
     before = dra_state(sim)
     assert before == {"prod102": {"gpu-0": None}}
-    run = run_demo(sim, tmp_path)
+    run = run_demo(sim, tmp_path, gpu_demo_dra_request=request_kind)
     assert run.rc == 0, run.output[-3000:]
     assert all(check["passed"] for check in run.result["checks"]), run.result["checks"]
     assert run.result["before"]["allocation"] == "dra"
     # The queue pod waited with the scheduler's own DRA refusal, while the hold's claim had the GPU.
     assert "cannot allocate all claims" in run.check("queue_insufficient")["detail"]
-    assert "gpu-0 ({0}, claim gpu-demo-hold-gpu-".format(SEED_UUID) in run.check("hold_devices_prepared")["detail"]
+    claim = "gpu-demo-hold-gpu-" if request_kind == "claim" else "gpu-demo-hold-extended-resources-"
+    prepared = run.check("hold_devices_prepared")["detail"]
+    assert "gpu-0 ({0}, claim {1}".format(SEED_UUID, claim) in prepared
+    assert ("made by the scheduler for an extended resource" in prepared) == (request_kind == "extended_resource")
     assert run.check("queue_got_held_gpu")["detail"] == "the queue pod saw {0}; the hold had {0}".format(SEED_UUID)
     during = run.result["during"]
     assert (during["allocatable"], during["requested"], during["free"]) == (1, 1, 0)

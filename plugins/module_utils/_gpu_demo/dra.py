@@ -72,6 +72,22 @@ def choose_allocation(wanted, node_entry, resource):
     return "dra" if node_allocation(node_entry, resource) == "dra" else "device_plugin"
 
 
+def run_objects(objects, run_id, node, pod_uids):
+    """Names (``Kind/name``) of the DRA objects that belong to a run: labelled with its run and node (the run's claim
+    templates and the claims made from them), or owned by one of its pods (the claims the scheduler made for a plain
+    extended resource request). ``objects``: ResourceClaims and ResourceClaimTemplates as the API returns them."""
+    uids = set(pod_uids or [])
+    names = []
+    for item in objects or []:
+        metadata = item.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        labelled = labels.get("gpuops.scheduling/run-id") == run_id and labels.get("gpuops.scheduling/node") == node
+        owned = any(owner.get("uid") in uids for owner in metadata.get("ownerReferences") or [])
+        if labelled or owned:
+            names.append("{0}/{1}".format(item.get("kind") or "ResourceClaim", metadata.get("name")))
+    return sorted(names)
+
+
 def judge_prepared_devices(summary, entry, hold_names):
     """Each hold pod saw exactly the GPUs of the devices its claims were allocated (``entry``: class_entry read
     while the hold runs; ``summary``: report.hold_summary). A driver that prepares another device than the
@@ -87,8 +103,10 @@ def judge_prepared_devices(summary, entry, hold_names):
         devices = by_pod.get(pod["name"], [])
         allocated = sorted(device.get("uuid") or "?" for device in devices)
         saw = sorted(pod.get("unit_uuids") or [])
-        described = ", ".join("{0} ({1}, claim {2})".format(device["name"], device.get("uuid"),
-                                                            (device.get("claim") or {}).get("name")) for device in devices)
+        described = ", ".join("{0} ({1}, claim {2}{3})".format(
+            device["name"], device.get("uuid"), (device.get("claim") or {}).get("name"),
+            ", made by the scheduler for an extended resource" if (device.get("claim") or {}).get("extended_resource") else "")
+            for device in devices)
         if not devices or saw != allocated:
             wrong.append("{0} was allocated {1} but nvidia-smi in it shows {2}".format(
                 pod["name"], described or "no device", ", ".join(saw) or "no GPU"))
