@@ -35,7 +35,7 @@ def api_clients(kubeconfig: str) -> dict:
     api_client = config.new_client_from_config(config_file=kubeconfig)
     return {"core": client.CoreV1Api(api_client), "apps": client.AppsV1Api(api_client),
             "scheduling": client.SchedulingV1Api(api_client), "rbac": client.RbacAuthorizationV1Api(api_client),
-            "policy": client.PolicyV1Api(api_client), "resource": client.ResourceV1Api(api_client)}
+            "policy": client.PolicyV1Api(api_client), "resource": client.ResourceV1Api(api_client) if hasattr(client, "ResourceV1Api") else None}
 
 
 def _claim_template(name):

@@ -26,8 +26,12 @@ CLASSES = [
 
 
 def _api(sim: cluster.SimDir):
+    # The generic API: the oldest kubernetes client the collection supports (24.2) has no ResourceV1Api.
     from kubernetes import client, config  # pylint: disable=import-outside-toplevel  # the venv's
-    return client.ResourceV1Api(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+    return client.CustomObjectsApi(config.new_client_from_config(config_file=str(sim.kubeconfig)))
+
+
+GROUP, VERSION = "resource.k8s.io", "v1"
 
 
 def install(sim: cluster.SimDir, wanted: bool) -> None:
@@ -37,10 +41,11 @@ def install(sim: cluster.SimDir, wanted: bool) -> None:
     for device_class in CLASSES:
         try:
             if wanted:
-                resource.create_device_class({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-                                              "metadata": {"name": device_class["name"]}, "spec": device_class["spec"]})
+                resource.create_cluster_custom_object(GROUP, VERSION, "deviceclasses", {
+                    "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": device_class["name"]},
+                    "spec": device_class["spec"]})
             else:
-                resource.delete_device_class(device_class["name"])
+                resource.delete_cluster_custom_object(GROUP, VERSION, "deviceclasses", device_class["name"])
         except ApiException as error:
             if error.status not in (404, 409):
                 raise
@@ -49,7 +54,8 @@ def install(sim: cluster.SimDir, wanted: bool) -> None:
 def published_devices(sim: cluster.SimDir) -> dict:
     """{node: devices of driver gpu.nvidia.com in its ResourceSlices}."""
     found: dict = {}
-    for item in _api(sim).list_resource_slice().items:
-        if item.spec.driver == GPU_DRIVER and item.spec.node_name:
-            found[item.spec.node_name] = found.get(item.spec.node_name, 0) + len(item.spec.devices or [])
+    for item in _api(sim).list_cluster_custom_object(GROUP, VERSION, "resourceslices")["items"]:
+        spec = item["spec"]
+        if spec.get("driver") == GPU_DRIVER and spec.get("nodeName"):
+            found[spec["nodeName"]] = found.get(spec["nodeName"], 0) + len(spec.get("devices") or [])
     return found

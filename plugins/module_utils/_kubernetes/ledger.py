@@ -88,6 +88,7 @@ OPERATOR_POD_FIELDS = {
     "status": {"phase": None, "conditions": _CONDITION_FIELDS},
 }
 
+
 class LedgerError(Exception):
     """The ledger cannot be read for the node asked for (unknown node, no such resource)."""
 
