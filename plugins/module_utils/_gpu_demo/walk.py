@@ -57,15 +57,9 @@ def judge_hold(hold, hold_names, plan, node, resource):
     summary = hold_summary(pods, dict(zip(hold_names, units)), plan.get("replicas"))
     met = bool(hold.get("met", False))
     policies = [pod.get("preemption_policy") for pod in pods]
-    modes = summary["visible_devices_modes"]
-    # With MIG the units are MIG devices: the variable names them, not their parent GPUs.
+    # With MIG the units are MIG devices: the hand-over names them, not their parent GPUs.
     devices = unit_noun(summary["unit_kind"])
-    if summary["corroborated"] and "list" in modes:
-        corroboration = ": it names the {0} nvidia-smi shows".format(devices)
-    elif summary["corroborated"]:
-        corroboration = " (legitimate with CDI; nvidia-smi -L is the evidence)"
-    else:
-        corroboration = ": it names other {0} than nvidia-smi shows".format(devices)
+    checks_detail = hand_over_detail(summary, devices)
     checks = [
         {"id": "hold_running", "phase": "hold", "passed": met,
          "detail": "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
@@ -78,9 +72,10 @@ def judge_hold(hold, hold_names, plan, node, resource):
          "detail": "nvidia-smi -L in the hold pods shows {0} device(s) for {1} unit(s), {2} distinct ({3}){4}".format(
              summary["units_seen"], summary["units_expected"], len(summary["distinct_uuids"]),
              joined([describe_unit(unit) for unit in sorted(summary["units"], key=lambda unit: unit["uuid"])], "none"),
-             ", up to {0} units per GPU (time-slicing)".format(summary["replicas"]) if summary["replicas"] > 1 else "")},
-        {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"],
-         "detail": "NVIDIA_VISIBLE_DEVICES is {0} in the hold pods{1}".format(joined(modes, "unknown"), corroboration)},
+             ", up to {0} units per GPU (time-slicing)".format(summary["replicas"]) if summary["replicas"] > 1 else "")
+         + "".join("; {0} is shown in more than {1} hold pod{2}".format(uuid, summary["replicas"], "s" if summary["replicas"] > 1 else "")
+                   for uuid in summary["shared"])},
+        {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"], "detail": checks_detail},
     ]
     # Through DRA the hold's wait also read the ledger: each pod's claim names the device it must have been given.
     entry = resource_entry(hold.get("ledger") or {}, node, resource)
@@ -89,12 +84,31 @@ def judge_hold(hold, hold_names, plan, node, resource):
     return summary, checks
 
 
+<<<<<<< HEAD
 def _warnings(wait, names):
     """The Warning events of these pods that the wait read (a kubelet that cannot prepare a pod's claims says
     FailedPrepareDynamicResources), as a sentence to add to a failure."""
     seen = unique("{0} {1}: {2}".format(row.get("pod"), row.get("reason"), row.get("message"))
                   for row in wait.get("events") or [] if row.get("type") == "Warning" and row.get("pod") in names)
     return "; pod events: " + "; ".join(seen) if seen else ""
+=======
+def hand_over_detail(summary, devices):
+    """The hand-over check's detail: how the device plugin handed the devices over, in words, and whether the names
+    it gave are the devices nvidia-smi shows (naming both where they differ)."""
+    words = summary["handover_text"]["en"] or "no hold pod printed its evidence"
+    named = [entry for entry in summary["pods"] if entry["named"]]
+    if not summary["corroborated"]:
+        wrong = [entry for entry in summary["pods"] if entry["corroborated"] is False]
+        return "{0}, but {1}".format(words, "; ".join(
+            "{0} is given {1} and nvidia-smi shows {2}".format(
+                entry["name"], joined(entry["named"], "none"), joined(entry["unit_uuids"], "no device")) for entry in wrong))
+    if named and all(entry["named"] and entry["named"][0].startswith(("GPU-", "MIG-")) for entry in named):
+        return "{0}: they name the {1} nvidia-smi shows".format(words, devices)
+    if named:
+        return "{0}: as many of them, and of the same kind, as the {1} nvidia-smi shows (indexes are renumbered inside a container)".format(
+            words, devices)
+    return "{0}; nvidia-smi -L is the evidence".format(words)
+>>>>>>> strategies25
 
 
 def describe_unit(unit):

@@ -82,6 +82,11 @@ func TestAllocateAnswersInEachStrategyAsNvidiasPluginDoes(t *testing.T) {
 			t.Errorf("annotation value %q", value)
 		}
 	}
+	for _, value := range allocate(t, testPlugin("cdi-annotations/index", false), "GPU-b").Annotations {
+		if value != "k8s.device-plugin.nvidia.com/gpu=1" {
+			t.Errorf("cdi-annotations/index: %q", value)
+		}
+	}
 	// Two strategies, one of them not CDI: both answers.
 	both := allocate(t, testPlugin("envvar,cdi-cri", false), "GPU-a")
 	if both.Envs["NVIDIA_VISIBLE_DEVICES"] != "GPU-a" || len(both.CdiDevices) != 1 {

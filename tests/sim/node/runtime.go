@@ -297,13 +297,26 @@ func (r *processRuntime) CreateContainer(_ context.Context, request *runtimeapi.
 		if injection, err = injectCDIDevices(r.cdiDirs, r.baseEnvironment(request.Config), names); err == nil {
 			c.env, c.deviceNodes = injection.Env, injection.DeviceNodes
 			if len(names) > 0 {
-				log.Printf("runtime: container %s: CDI devices %v -> device nodes %v", request.Config.GetMetadata().GetName(),
-					names, injection.DeviceNodes)
+				var annotated []string
+				for key := range request.Config.GetAnnotations() {
+					if strings.HasPrefix(key, "cdi.k8s.io/") {
+						annotated = append(annotated, key)
+					}
+				}
+				log.Printf("runtime: container %s: CDI devices %v (%d in the CRI request, annotations %v) -> device nodes %v",
+					request.Config.GetMetadata().GetName(), names, len(request.Config.GetCDIDevices()), annotated, injection.DeviceNodes)
 			}
 		}
 	}
 	if err != nil {
 		return nil, status.Errorf(codes.Unknown, "failed to create containerd container: %v", err)
+	}
+	if mounts := deviceListMounts(request.Config.Mounts); len(mounts) > 0 {
+		var targets []string
+		for _, mount := range mounts {
+			targets = append(targets, mount.GetHostPath()+" on "+mount.GetContainerPath())
+		}
+		log.Printf("runtime: container %s: device mounts %v", request.Config.GetMetadata().GetName(), targets)
 	}
 	if request.Config.LogPath != "" && s.config.LogDirectory != "" {
 		c.logPath = filepath.Join(s.config.LogDirectory, request.Config.LogPath)
