@@ -84,14 +84,14 @@ def judge_hold(hold, hold_names, plan, node, resource):
     return summary, checks
 
 
-<<<<<<< HEAD
 def _warnings(wait, names):
     """The Warning events of these pods that the wait read (a kubelet that cannot prepare a pod's claims says
     FailedPrepareDynamicResources), as a sentence to add to a failure."""
     seen = unique("{0} {1}: {2}".format(row.get("pod"), row.get("reason"), row.get("message"))
                   for row in wait.get("events") or [] if row.get("type") == "Warning" and row.get("pod") in names)
     return "; pod events: " + "; ".join(seen) if seen else ""
-=======
+
+
 def hand_over_detail(summary, devices):
     """The hand-over check's detail: how the device plugin handed the devices over, in words, and whether the names
     it gave are the devices nvidia-smi shows (naming both where they differ)."""
@@ -108,7 +108,6 @@ def hand_over_detail(summary, devices):
         return "{0}: as many of them, and of the same kind, as the {1} nvidia-smi shows (indexes are renumbered inside a container)".format(
             words, devices)
     return "{0}; nvidia-smi -L is the evidence".format(words)
->>>>>>> strategies25
 
 
 def describe_unit(unit):

@@ -155,3 +155,16 @@ def test_the_claim_templates_of_the_dry_run_have_no_preemption_policy_to_judge()
     found = checks(judge_admission(dry_run, "gpuops-preflight-no-preempt", True)["checks"])
     assert found["demo_pods_never_preempt"]["passed"] is True
     assert found["demo_pods_admitted"]["detail"] == "the API server admits the 2 demo pod(s) and 1 ResourceClaimTemplate(s) (dry run)"
+
+
+def test_the_runs_claims_are_found_by_label_or_by_owner():
+    objects = [
+        {"kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-demo-hold", "labels": {
+            "gpuops.scheduling/run-id": "r1", "gpuops.scheduling/node": "prod102"}}},
+        {"kind": "ResourceClaim", "metadata": {"name": "gpu-demo-hold-extended-resources-x", "ownerReferences": [{"uid": "pod-1"}]}},
+        {"kind": "ResourceClaim", "metadata": {"name": "other-run", "labels": {"gpuops.scheduling/run-id": "r2",
+                                                                             "gpuops.scheduling/node": "prod102"}}},
+        {"kind": "ResourceClaim", "metadata": {"name": "vllm-gpu-y", "ownerReferences": [{"uid": "pod-vllm"}]}},
+    ]
+    assert dra.run_objects(objects, "r1", "prod102", ["pod-1"]) == [
+        "ResourceClaim/gpu-demo-hold-extended-resources-x", "ResourceClaimTemplate/gpu-demo-hold"]
