@@ -106,6 +106,8 @@ class TestHoldEvidence:
         _summary, judged = judge_hold(hold_wait(UUID), ["hold-0"], {"units": 1}, "prod102", "gpu.nvidia.com")
         prepared = checks(judged)["hold_devices_prepared"]
         assert prepared["passed"] is True and HOLD_CLAIM["metadata"]["name"] in prepared["detail"]
+        assert checks(judged)["hold_env_corroborates"]["detail"].startswith(
+            "the DRA driver gpu.nvidia.com hands the GPUs over as the CDI devices of each claim")
 
     def test_a_wrongly_prepared_device_fails_naming_it(self):
         _summary, judged = judge_hold(hold_wait("GPU-other"), ["hold-0"], {"units": 1}, "prod102", "gpu.nvidia.com")
