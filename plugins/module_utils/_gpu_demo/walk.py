@@ -81,10 +81,9 @@ def judge_hold(hold, hold_names, plan, node, resource):
     entry = resource_entry(hold.get("ledger") or {}, node, resource)
     if entry.get("dra"):
         if summary["corroborated"]:
-            checks[-1]["detail"] = ("the DRA driver {0} hands the GPUs over as the CDI devices of each claim (the container "
-                                    "runtime injects the device nodes their spec names, NVIDIA_VISIBLE_DEVICES is {1}); "
-                                    "nvidia-smi -L is the evidence").format(joined(entry["dra"]["drivers"], "?"),
-                                                                             joined(summary["visible_devices_modes"], "unset"))
+            words = ("the DRA driver {0} hands the GPUs over as the CDI devices of each claim (the container runtime "
+                     "injects the device nodes their spec names, NVIDIA_VISIBLE_DEVICES is {1}); nvidia-smi -L is the evidence")
+            checks[-1]["detail"] = words.format(joined(entry["dra"]["drivers"], "?"), joined(summary["visible_devices_modes"], "unset"))
         checks.append(judge_prepared_devices(summary, entry, hold_names))
     return summary, checks
 

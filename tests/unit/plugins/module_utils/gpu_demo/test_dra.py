@@ -164,8 +164,8 @@ def test_the_runs_claims_are_found_by_label_or_by_owner():
         {"kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-demo-hold", "labels": {
             "gpuops.scheduling/run-id": "r1", "gpuops.scheduling/node": "prod102"}}},
         {"kind": "ResourceClaim", "metadata": {"name": "gpu-demo-hold-extended-resources-x", "ownerReferences": [{"uid": "pod-1"}]}},
-        {"kind": "ResourceClaim", "metadata": {"name": "other-run", "labels": {"gpuops.scheduling/run-id": "r2",
-                                                                             "gpuops.scheduling/node": "prod102"}}},
+        {"kind": "ResourceClaim", "metadata": {"name": "other-run", "labels": {
+            "gpuops.scheduling/run-id": "r2", "gpuops.scheduling/node": "prod102"}}},
         {"kind": "ResourceClaim", "metadata": {"name": "vllm-gpu-y", "ownerReferences": [{"uid": "pod-vllm"}]}},
     ]
     assert dra.run_objects(objects, "r1", "prod102", ["pod-1"]) == [
