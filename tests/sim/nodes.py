@@ -16,6 +16,10 @@ Per node, under .sim/run/nodes/<node>/:
   etc/cdi/, var/run/cdi/    the node's CDI spec folders (containerd's /etc/cdi and /var/run/cdi): the runtime resolves
                            CDI device names against the specs there; our device plugin writes its spec into the second
   plugin-*.json, faults.json, not-ready, kubelet.yaml
+  dra-driver.json          on a DRA node (gpu.allocation: dra), instead of a device plugin: our DRA driver's GPUs; it
+                           writes each prepared claim's CDI spec into var/run/cdi/ (the chart's CDI_ROOT). The
+                           driver registers at kubelet/plugins_registry/ and keeps its socket in kubelet/plugins/,
+                           both under the kubelet's own --root-dir, so each node has its own.
 
 What the kubelet changes on the host, and how it is put back (restore_host): it writes a few kernel sysctls
 (protectKernelDefaults false: vm.overcommit_memory, vm.panic_on_oom, kernel.panic, kernel.panic_on_oops,
@@ -47,6 +51,12 @@ SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/pa
            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
 # Every container on a GPU node runs a CUDA-style image: it asks for compute and utility capabilities.
 GPU_IMAGE_ENV = ("NVIDIA_DRIVER_CAPABILITIES=compute,utility",)
+DRIVER_VERSION, CUDA_VERSION = "570.124.06", "12.8"
+# What NVML reports for the products the topologies use: (architecture, CUDA compute capability).
+ARCHITECTURES = {"H20": ("Hopper", "9.0"), "H100": ("Hopper", "9.0"), "H200": ("Hopper", "9.0"), "A100": ("Ampere", "8.0"),
+                 "L40S": ("Ada Lovelace", "8.9"), "B200": ("Blackwell", "10.0")}
+# MIG GPU-instance profile IDs (NVML), by the profile's slice count.
+MIG_GI_PROFILE_IDS = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}
 
 
 def simnode_binary() -> Path:
@@ -108,10 +118,43 @@ class Node:
     def faults_file(self) -> Path:
         return self.dir / "faults.json"
 
+    @property
+    def dra(self) -> bool:
+        return bool(self.gpus and self.gpus.dra)
+
+    @property
+    def dra_process(self) -> str:
+        return f"dra-{self.name}"
+
+    @property
+    def cdi_dir(self) -> Path:
+        """Where our DRA driver writes claims' CDI specs: var/run/cdi, NVIDIA's chart's CDI_ROOT (a folder the
+        runtime reads)."""
+        return self.cdi_spec_dirs[1]
+
+    def dra_config(self) -> dict:
+        """Our DRA driver's view of the node's GPUs: what NVML tells NVIDIA's driver about each."""
+        gpus = []
+        for gpu in self.gpus.gpus:
+            architecture, capability = next((value for key, value in ARCHITECTURES.items() if key in gpu.name), ("Hopper", "9.0"))
+            entry = {"minor": gpu.minor, "uuid": gpu.uuid, "productName": gpu.name, "brand": "Nvidia",
+                     "architecture": architecture, "cudaComputeCapability": capability, "driverVersion": DRIVER_VERSION,
+                     "cudaDriverVersion": CUDA_VERSION, "pciBusID": _bus_id(gpu.index).lower()[4:],
+                     "memoryBytes": gpu.memory_mib << 20, "mig": []}
+            for position, mig in enumerate(gpu.mig_devices):
+                slices = int(mig["profile"].split("g.", 1)[0])
+                memory_gb = int(mig["profile"].split("g.", 1)[1].rstrip("gb"))
+                entry["mig"].append({"uuid": mig["uuid"], "profile": mig["profile"],
+                                     "giProfileID": MIG_GI_PROFILE_IDS.get(slices, 19), "placementStart": position * slices,
+                                     "placementSize": slices, "memoryBytes": memory_gb * 1000 << 20,
+                                     "multiprocessors": 16 * slices})
+            gpus.append(entry)
+        return {"node": self.name, "gpus": gpus}
+
     def plugin_configs(self) -> list:
         """Our device plugin's configurations: the node's resource, and on a mixed-MIG node also nvidia.com/gpu with
-        no device (NVIDIA's plugin advertises the whole-GPU resource too, at 0)."""
-        if not self.gpus:
+        no device (NVIDIA's plugin advertises the whole-GPU resource too, at 0). None on a DRA node."""
+        if not self.gpus or self.dra:
             return []
         devices = []
         for unit in self.gpus.units:
@@ -147,6 +190,8 @@ class Node:
         (self.dir / "not-ready").unlink(missing_ok=True)
         for config in self.plugin_configs():
             (self.dir / f"plugin-{config['resource'].replace('/', '-')}.json").write_text(json.dumps(config, indent=1))
+        if self.dra:
+            (self.dir / "dra-driver.json").write_text(json.dumps(self.dra_config(), indent=1))
         (self.dir / "kubelet.yaml").write_text(json.dumps(self.kubelet_config(), indent=1))
 
     def _write_fake_nvidia_smi(self) -> None:
@@ -162,7 +207,7 @@ class Node:
         if self.gpus:
             state["gpus"] = [{"index": g.index, "uuid": g.uuid, "name": g.name, "memory_mib": g.memory_mib,
                               "used_mib": g.used_mib, "mig_devices": g.mig_devices,
-                              "minor": g.minor, "bus_id": f"00000000:{0x18 + g.index * 0x10:02X}:00.0"} for g in self.gpus.gpus]
+                              "minor": g.minor, "bus_id": _bus_id(g.index)} for g in self.gpus.gpus]
             state["processes"] = self.gpus.processes
         (self.dir / "gpus.json").write_text(json.dumps(state, indent=1))
 
@@ -233,6 +278,16 @@ class Node:
                 'mount --bind "$0" ' + shlex.quote(str(DEVICE_PLUGIN_DIR)) + ' && exec "$@"',
                 str(self.dir / "device-plugins"), *kubelet]
         cluster.start_process(self.sim, self.kubelet_process, argv, marker=f"--root-dir={self.dir / 'kubelet'}")
+        if self.dra:
+            self.start_dra_driver(simnode)
+
+    def start_dra_driver(self, simnode: Path) -> None:
+        argv = [str(simnode), "dra-driver", "--config", str(self.dir / "dra-driver.json"),
+                "--kubeconfig", str(self.sim.kubeconfig), "--kubelet-root-dir", str(self.dir / "kubelet"),
+                "--cdi-root", str(self.cdi_dir), "--faults", str(self.faults_file)]
+        if (self.spec.get("gpu") or {}).get("dra_driver") == "unregistered":
+            argv.append("--no-registration")
+        cluster.start_process(self.sim, self.dra_process, argv, marker=str(self.dir / "dra-driver.json"))
 
     def start_plugin(self, simnode: Path, resource: str) -> None:
         argv = [str(simnode), "plugin", "--plugin-dir", str(self.dir / "device-plugins"),
@@ -253,13 +308,14 @@ class Node:
 
     def processes(self) -> list:
         names = [self.kubelet_process, self.runtime_process] + ([self.health_process] if self.real_gpus else [])
+        names += [self.dra_process] if self.dra else []
         return names + [self.plugin_process(config["resource"]) for config in self.plugin_configs()]
 
     def stop(self) -> None:
         # The kubelet first (it would restart what the runtime stops), then the plugins, then the runtime, which
         # ends its containers.
         for name in ([self.kubelet_process] + [self.plugin_process(c["resource"]) for c in self.plugin_configs()]
-                     + [self.health_process, self.runtime_process]):
+                     + [self.dra_process, self.health_process, self.runtime_process]):
             cluster.stop_process(self.sim, name)
 
     # --- what tools on the node read -----------------------------------------------------------------
@@ -290,6 +346,11 @@ class Node:
             cmdline = process.get("cmdline", process["name"])
             (proc_dir / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
             (proc_dir / "comm").write_text(process["name"].rsplit("/", 1)[-1][:15] + "\n")
+
+
+def _bus_id(index: int) -> str:
+    """A simulated GPU's PCI bus ID as nvidia-smi prints it."""
+    return f"00000000:{0x18 + index * 0x10:02X}:00.0"
 
 
 def _write_script(path: Path, line: str) -> None:

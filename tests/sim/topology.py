@@ -15,6 +15,7 @@ TOPOLOGIES = Path(__file__).resolve().parent / "topologies"
 # NVIDIA's device plugin: DEVICE_LIST_STRATEGY and DEVICE_ID_STRATEGY (api/config/v1/strategy.go, consts.go).
 DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
 DEVICE_ID_STRATEGIES = ("uuid", "index")
+ALLOCATIONS = ("device_plugin", "dra")
 
 
 class TopologyError(ValueError):
@@ -48,6 +49,11 @@ class NodeGpus:
     device_id_strategy: str = "uuid"
     ledger_bypass: bool = False
     processes: list = field(default_factory=list)
+    allocation: str = "device_plugin"   # or "dra": the GPUs are ResourceSlices of driver gpu.nvidia.com
+
+    @property
+    def dra(self) -> bool:
+        return self.allocation == "dra"
 
     @property
     def units(self) -> list:
@@ -97,6 +103,7 @@ def node_gpus(node: dict) -> NodeGpus | None:
     if len(uuids) != count:
         raise TopologyError(f"node {node['name']}: gpu.uuids has {len(uuids)} entries, gpu.count is {count}")
     list_strategy, id_strategy = strategies(node["name"], spec)
+    allocation = allocation_of(node["name"], spec)
     used = {int(index): int(mib) for index, mib in (spec.get("memory_used_mib") or {}).items()}
     minors = [int(minor) for minor in spec.get("minors") or range(count)]
     if len(minors) != count or len(set(minors)) != count:
@@ -117,7 +124,7 @@ def node_gpus(node: dict) -> NodeGpus | None:
     return NodeGpus(resource=resource, gpus=gpus, replicas=int(spec.get("replicas", 1)),
                     fail_requests_greater_than_one=bool(spec.get("fail_requests_greater_than_one", False)),
                     device_list_strategy=list_strategy, device_id_strategy=id_strategy, ledger_bypass=bool(spec.get("ledger_bypass", False)),
-                    processes=list(spec.get("processes") or []))
+                    processes=list(spec.get("processes") or []), allocation=allocation)
 
 
 def real_gpus(spec: dict) -> NodeGpus:
@@ -129,7 +136,15 @@ def real_gpus(spec: dict) -> NodeGpus:
         raise TopologyError("gpu.nvml: NVML reports no GPU on this machine")
     list_strategy, id_strategy = strategies("nvml", spec)
     return NodeGpus(resource=spec.get("resource", "nvidia.com/gpu"), gpus=gpus,
-                    device_list_strategy=list_strategy, device_id_strategy=id_strategy)
+                    device_list_strategy=list_strategy, device_id_strategy=id_strategy, allocation=allocation_of("nvml", spec))
+
+
+def allocation_of(node: str, spec: dict) -> str:
+    """gpu.allocation: device_plugin (the default) or dra."""
+    allocation = spec.get("allocation", "device_plugin")
+    if allocation not in ALLOCATIONS:
+        raise TopologyError(f"node {node}: gpu.allocation must be one of {ALLOCATIONS}, got {allocation!r}")
+    return allocation
 
 
 def strategies(node: str, spec: dict) -> tuple:
@@ -168,7 +183,7 @@ def node_object(node: dict, kubelet_port: int) -> tuple[dict, dict]:
     """(Node object to create, its status) for a topology node. Addresses are loopback only."""
     gpus = node_gpus(node)
     capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
-    if gpus:
+    if gpus and not gpus.dra:
         capacity[gpus.resource] = str(len(gpus.units))
         if gpus.resource.startswith("nvidia.com/mig-"):
             # Mixed MIG strategy: whole GPUs are all partitioned.

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
     as_int,
@@ -62,7 +63,8 @@ def judge_hold(hold, hold_names, plan, node, resource):
     checks = [
         {"id": "hold_running", "phase": "hold", "passed": met,
          "detail": "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
-             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else reason(hold)},
+             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else
+         (reason(hold) or "") + _warnings(hold, hold_names)},
         {"id": "hold_never_preempts", "phase": "hold",
          "passed": bool(pods) and all(policy == "Never" for policy in policies),
          "detail": "hold pods have preemptionPolicy {0}".format(joined(unique(policies), "unknown"))},
@@ -75,7 +77,23 @@ def judge_hold(hold, hold_names, plan, node, resource):
                    for uuid in summary["shared"])},
         {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"], "detail": checks_detail},
     ]
+    # Through DRA the hold's wait also read the ledger: each pod's claim names the device it must have been given.
+    entry = resource_entry(hold.get("ledger") or {}, node, resource)
+    if entry.get("dra"):
+        if summary["corroborated"]:
+            words = ("the DRA driver {0} hands the GPUs over as the CDI devices of each claim (the container runtime "
+                     "injects the device nodes their spec names, NVIDIA_VISIBLE_DEVICES is {1}); nvidia-smi -L is the evidence")
+            checks[-1]["detail"] = words.format(joined(entry["dra"]["drivers"], "?"), joined(summary["visible_devices_modes"], "unset"))
+        checks.append(judge_prepared_devices(summary, entry, hold_names))
     return summary, checks
+
+
+def _warnings(wait, names):
+    """The Warning events of these pods that the wait read (a kubelet that cannot prepare a pod's claims says
+    FailedPrepareDynamicResources), as a sentence to add to a failure."""
+    seen = unique("{0} {1}: {2}".format(row.get("pod"), row.get("reason"), row.get("message"))
+                  for row in wait.get("events") or [] if row.get("type") == "Warning" and row.get("pod") in names)
+    return "; pod events: " + "; ".join(seen) if seen else ""
 
 
 def hand_over_detail(summary, devices):
@@ -116,8 +134,13 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
     pending = [item for item in ledger.get("pending") or []
                if item.get("namespace") == namespace and item.get("name") == queue_name]
     held_units = sum(as_int(item.get("units")) for item in holding)
+    parsed = scheduling.get("parsed") or {}
+    # A device plugin's shortage reads "Insufficient <resource>"; DRA's "cannot allocate all claims".
+    refused = resource in (parsed.get("insufficient") or []) or bool(entry.get("dra")) and bool(
+        (parsed.get("dra") or {}).get("cannot_allocate"))
     during = {"allocatable": entry.get("allocatable"), "requested": entry.get("requested"), "limits": entry.get("limits"),
-              "free": entry.get("free"), "holders": entry.get("holders", []), "pending": ledger.get("pending", [])}
+              "free": entry.get("free"), "holders": entry.get("holders", []), "pending": ledger.get("pending", []),
+              "dra": entry.get("dra")}
     met = bool(queue.get("met", False))
     checks = [
         {"id": "queue_pending", "phase": "queue",
@@ -126,7 +149,7 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
              queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>", pod.get("pod_ip") or "<none>",
              "" if met else ": {0}".format(reason(queue)))},
         {"id": "queue_insufficient", "phase": "queue",
-         "passed": resource in ((scheduling.get("parsed") or {}).get("insufficient") or []),
+         "passed": refused,
          "detail": "FailedScheduling{0}: {1}".format(
              "" if scheduling.get("from_event", True) else " (PodScheduled condition)",
              scheduling.get("message", "no FailedScheduling event"))},
