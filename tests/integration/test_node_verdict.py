@@ -108,7 +108,7 @@ def test_the_verdict_lives_on_the_node_through_the_kubelets_updates_and_names_th
     seen = states(recorder.stop())
     # Unknown while running, then True; never anything else.
     assert ("running", "Unknown") in seen and seen[-1] == ("passed", "True"), seen
-    assert {state for state in seen[seen.index(("running", "Unknown")):]} <= {
+    assert set(seen[seen.index(("running", "Unknown")):]) <= {
         ("running", "Unknown"), ("running", "True"), ("passed", "True")}, seen
 
     found = node(sim)

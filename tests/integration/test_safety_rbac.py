@@ -241,8 +241,8 @@ ALLOWED = {
     "patch-node-prod102-verdict-label": lambda api: _patch_node(api, {"metadata": {
         "labels": {"gpuops.scheduling/gpu-preflight": "running"},
         "annotations": {"gpuops.scheduling/gpu-preflight-time": "2026-12-01T00:00:00Z"}}}),
-    "patch-node-status-prod102-verdict-condition": lambda api: _patch_node(api, _condition(CONDITION, "Unknown"), STRATEGIC,
-                                                                             status=True),
+    "patch-node-status-prod102-verdict-condition": lambda api: _patch_node(
+        api, _condition(CONDITION, "Unknown"), STRATEGIC, status=True),
     "patch-node-prod102-gate-taint": lambda api: _patch_node(api, _taints(api, GATE_TAINT)),
 }
 

@@ -170,4 +170,3 @@ def run(params, check_mode, warn):
         return result
     except K8sApiError as error:
         raise TaskFailed(str(error))
-
