@@ -89,7 +89,8 @@ notes:
   - "RBAC: C(get) and C(patch) on C(nodes) and C(patch) on C(nodes/status) (playbooks/preflight_rbac.yml grants
     them). RBAC cannot narrow a patch to these keys: C(patch) on C(nodes) allows any label or taint. The
     collection's ValidatingAdmissionPolicy (roles/preflight_rbac, C(preflight_rbac_node_policy)) can."
-  - A node that does not exist gets no verdict (a warning says so); the run's own checks already refused it.
+  - A node that does not exist, or a name that is no node name, gets no verdict (a warning says so); the run's own
+    checks already refused it.
 seealso:
   - module: gpuops.scheduling.gpu_demo_summary
 requirements:
@@ -169,12 +170,12 @@ taint_removed:
   sample: false
 allowed:
   description: Whether this identity may write a verdict on the node.
-  returned: when O(state=access)
+  returned: when O(state=access) and O(node) is a valid node name
   type: bool
   sample: false
 missing:
   description: The RBAC rules this identity lacks to write a verdict.
-  returned: when O(state=access)
+  returned: when O(state=access) and O(node) is a valid node name
   type: list
   elements: str
   sample: ["patch on nodes/status (the condition)"]

@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 import time
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import (
@@ -133,8 +134,15 @@ OPTIONS = dict(
 )
 
 
+# A Node's name is a DNS subdomain; anything else names no Node (the pre-flight's node_name_valid check says so).
+NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
 def run(params, check_mode, warn):
     node = params["node"]
+    if not NODE_NAME.match(node or "") or len(node) > 253:
+        warn("{0!r} is not a valid node name: no verdict read or written".format(node))
+        return dict(changed=False, node_found=False)
     try:
         writer = NodeVerdict(k8s_client(params), node)
         if params["state"] == "access":

@@ -117,6 +117,15 @@ def test_a_missing_node_gets_no_verdict_and_a_warning(api):
     assert [call[0] for call in fake.calls] == ["GET"]
 
 
+def test_a_name_that_is_no_node_name_is_never_sent(api):
+    warnings = []
+    fake = api(FakeApi(a_node()))
+    assert node_verdict.run(params(result=PASSED, node="Prod_102!"), False, warnings.append) == {
+        "changed": False, "node_found": False}
+    assert node_verdict.run(params(state="access", node="../nodes"), False, warnings.append)["node_found"] is False
+    assert fake.calls == [] and len(warnings) == 2 and "not a valid node name" in warnings[0]
+
+
 def test_a_pass_removes_only_our_taint_even_when_the_list_changes_under_it(api):
     ours = {"key": GATE, "effect": "NoSchedule"}
     # Between our read and our patch another tool inserts a taint in front: the test fails (422), we read and retry.
