@@ -16,7 +16,7 @@ description:
   - Puts a pre-flight's verdict where the scheduler, autoscalers and people see it, on the Node itself.
   - "The condition C(gpuops.scheduling/GPUPreflightPassed): V(Unknown) while a run is on the node (reason
     C(PreflightRunning)), then V(True) (C(PreflightPassed)) or V(False) with one reason per failed phase
-    (C(InvalidInput), C(NodeLockedByAnotherRun), C(PreflightRefused), C(PrepareFailed), C(BypassProbeFailed),
+    (C(InvalidInput), C(LockFailed), C(PreflightRefused), C(PrepareFailed), C(BypassProbeFailed),
     C(HoldCheckFailed), C(QueueCheckFailed), C(ReleaseCheckFailed), C(CleanupCheckFailed), C(PreflightError)) and a
     one-line message naming the run. Written to C(nodes/<name>/status) as a strategic merge patch, which merges
     conditions by type: the kubelet's and other tools' conditions stay as they are."

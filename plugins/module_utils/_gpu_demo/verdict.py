@@ -41,7 +41,7 @@ VERSION = 1
 # One CamelCase reason per phase a run can fail in (the condition's reason, for people and for rules).
 REASONS = {
     "input": "InvalidInput",
-    "lock": "NodeLockedByAnotherRun",
+    "lock": "LockFailed",
     "preflight": "PreflightRefused",
     "prepare": "PrepareFailed",
     "probe": "BypassProbeFailed",
