@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import datetime
 import os
+import time
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
@@ -35,6 +36,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.fleet 
     render_json,
     render_markdown,
 )
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import verdict_of_row
 
 ARGUMENT_SPEC = dict(
     dir=dict(type="path", required=True),
@@ -44,7 +46,9 @@ ARGUMENT_SPEC = dict(
     failures=dict(type="dict", default={}),
     result_fact=dict(type="str", default="_gpu_demo_result"),
     failure_fact=dict(type="str", default="_gpu_demo_play_failure"),
-    mode=dict(type="str", default="parallel", choices=["parallel", "serial"]),
+    mode=dict(type="str", default="parallel", choices=["parallel", "serial", "verdicts"]),
+    not_run_reasons=dict(type="dict", default={}),
+    job=dict(type="str"),
     lang=dict(type="str", default="en", choices=["en", "zh"]),
     write=dict(type="bool", default=True),
 )
@@ -89,13 +93,17 @@ class ActionModule(ActionBase):
         generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         try:
             summary = fleet_summary(args["hosts"], results=results, failures=failures, run_id=run_id,
-                                    mode=args["mode"], report_dir=directory, generated_at=generated, lang=args["lang"])
+                                    mode=args["mode"], report_dir=directory, generated_at=generated, lang=args["lang"],
+                                    not_run_reasons=args["not_run_reasons"])
+            now = time.time()
+            verdicts = dict((row["host"], verdict_of_row(row, now, job=args["job"]))
+                            for row in summary["rows"] if row["status"] in ("passed", "failed"))
         except (TypeError, ValueError, KeyError, AttributeError) as error:
             raise AnsibleActionFail("cannot summarise the run: %s" % to_native(error))
         base = "gpu-demo-fleet-%s" % run_id
         files = {"json": os.path.join(directory, base + ".json"), "markdown": os.path.join(directory, base + ".md"),
                  "html": os.path.join(directory, base + ".html")}
-        result.update(changed=False, files={}, summary=machine_readable(summary),
+        result.update(changed=False, files={}, summary=machine_readable(summary), verdicts=verdicts,
                       failed_hosts=dict((row["host"], failure_sentence(row)) for row in summary["rows"] if row["status"] == "failed"))
         if not args["write"]:
             return result

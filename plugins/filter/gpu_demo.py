@@ -24,6 +24,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
     hold_summary,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import judge_walk
 
 
@@ -123,6 +124,20 @@ def gpu_demo_run_claims(objects, run_id, node, pod_uids):
         raise AnsibleFilterError("gpu_demo_run_claims: {0}".format(error)) from error
 
 
+def gpu_demo_fleet_verdicts(nodes, verdicts=None, hosts=None, max_age=86400, max_running=900):
+    """The Nodes as read (None when the cluster could not be read) and the jobs' verdicts -> the summary's inputs."""
+    if nodes is not None and not isinstance(nodes, list):
+        raise AnsibleFilterError("gpu_demo_fleet_verdicts: expects the Nodes as read (a list), or None when they could not be")
+    if not isinstance(verdicts or {}, dict) or not isinstance(hosts or [], list):
+        raise AnsibleFilterError("gpu_demo_fleet_verdicts: verdicts must be a dict by node, hosts a list of node names")
+    try:
+        names, results, reasons = fleet_inputs(nodes, verdicts=verdicts, hosts=hosts, max_age=float(max_age),
+                                               max_running=float(max_running))
+    except (TypeError, ValueError, KeyError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_fleet_verdicts: {0}".format(error)) from error
+    return {"hosts": names, "results": results, "not_run_reasons": reasons}
+
+
 class FilterModule(object):
     """The gpu_demo role's private filters."""
 
@@ -136,4 +151,5 @@ class FilterModule(object):
             "gpu_demo_walk": gpu_demo_walk,
             "gpu_demo_cleanup": gpu_demo_cleanup,
             "gpu_demo_run_claims": gpu_demo_run_claims,
+            "gpu_demo_fleet_verdicts": gpu_demo_fleet_verdicts,
         }

@@ -77,9 +77,19 @@ options:
     description:
       - C(serial) when the run went one node at a time and stopped at the first failed node (the nodes after it are
         C(not run), naming it); C(parallel) otherwise.
+      - C(verdicts) for the fleet's summary made from the Nodes' verdicts (C(playbooks/gpu_demo_fleet_summary.yml)).
     type: str
-    choices: [parallel, serial]
+    choices: [parallel, serial, verdicts]
     default: parallel
+  not_run_reasons:
+    description:
+      - Why each host without a result has none (never pre-flighted, a stale or interrupted verdict), shown in its row.
+    type: dict
+    default: {}
+  job:
+    description:
+      - The job that makes the summary (an AWX job id); each row's compact verdict in RV(verdicts) records it.
+    type: str
   lang:
     description:
       - Language of the Markdown and HTML pages.
@@ -132,6 +142,15 @@ files:
     json: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.json
     markdown: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.md
     html: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.html
+verdicts:
+  description:
+    - Each passed or failed node's compact verdict (as M(gpuops.scheduling.node_verdict) writes it on the Node), by host,
+      for statistics that survive AWX's merge of sliced jobs (one top-level key per job).
+  returned: always
+  type: dict
+  sample:
+    gpu-a4: {v: 1, state: failed, node: gpu-a4, run_id: 20261130t2150-1a2b3c, phase: preflight, reason: PreflightRefused,
+             check: node_ready, failed_checks: [node_ready], detail: node gpu-a4 is not Ready}
 failed_hosts:
   description: The failed nodes, by host, each with the sentence a play that fails it can say.
   returned: always

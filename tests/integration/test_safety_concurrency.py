@@ -37,6 +37,10 @@ def test_two_runs_at_the_same_moment_one_proceeds(sim, tmp_path):
     assert pods["items"] == []
     report = json.loads(next((tmp_path / passed[0]).glob("gpu-demo-prod102-*.json")).read_text())
     assert report["passed"] and not report["leftovers"]
+    # The refused run tested nothing, so it wrote no verdict: the Node shows the winner's.
+    node = json.loads(sim.kubectl("get", "node", "prod102", "-o", "json").stdout)
+    verdict = json.loads(node["metadata"]["annotations"]["gpuops.scheduling/gpu-preflight-report"])
+    assert (verdict["run_id"], verdict["state"]) == (passed[0], "passed"), verdict
     # The lock went with the winner: a third run right after takes it.
     third = start(sim, "concurrent-c", tmp_path / "c")
     output, _errors = third.communicate(timeout=300)

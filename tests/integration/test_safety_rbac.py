@@ -3,16 +3,21 @@
 playbooks/preflight_rbac.yml is applied as the admin; a token of the ServiceAccount (TokenRequest,
 `kubectl create token`) goes into a kubeconfig of its own (server and CA from the sim's kubeconfig), and
 the environment holds no other credential, so nothing can fall back to the admin. The full playbook must
-pass with it; the same token must be refused (403) for everything outside the rules. Writes are asked as
-server-side dry runs: the API server authorizes a dry run exactly like the real request, and nothing
-changes even if the RBAC were wrong.
+pass with it, and write its verdict on the Node; the same token must be refused (403) for everything outside the
+rules, including any Node write beyond the verdict's own keys (RBAC's "patch on nodes" allows them all; the
+ValidatingAdmissionPolicy preflight_rbac ships refuses them). Writes are asked as server-side dry runs: the API server
+authorizes and admits a dry run exactly like the real request, and nothing changes even if the rules were wrong.
+An identity without the node rules is refused by the pre-flight, naming the missing rule and the option that turns
+the verdict off, and passes with that option. Topology: default.
 """
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from safety_helpers import (NAMESPACE, NODE, core_api, demo_pods, ledger, new_run_id, output_of, read_report,
-                            run_env, run_playbook, tail, token_kubeconfig, write_inventory)
+                            run_env, run_playbook, tail, token_kubeconfig, wait_until, write_inventory)
 
 SERVICE_ACCOUNT = "gpuops-preflight"
 PRIORITY_CLASS = "gpuops-preflight-no-preempt"
@@ -27,7 +32,19 @@ def identity(sim, tmp_path_factory):
     directory = tmp_path_factory.mktemp("rbac")
     token = sim.kubectl("-n", NAMESPACE, "create", "token", SERVICE_ACCOUNT, "--duration", "1h").stdout.strip()
     kubeconfig = token_kubeconfig(sim, token, directory / "preflight.kubeconfig")
+    # The API server enforces a new admission policy once it has read and type-checked it: wait for that.
+    wait_until(lambda: _refused(lambda: api_clients(str(kubeconfig))["core"].patch_node(
+        NODE, {"spec": {"unschedulable": True}}, dry_run="All")), 30, "the node-writes policy to be enforced")
     return {"token": token, "kubeconfig": str(kubeconfig), "dir": directory}
+
+
+def _refused(call) -> bool:
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    try:
+        call()
+    except ApiException as error:
+        return error.status == 403
+    return False
 
 
 def api_clients(kubeconfig: str) -> dict:
@@ -58,6 +75,11 @@ def test_full_playbook_passes_with_only_the_service_account_token(sim, identity)
     assert report["hold"]["distinct_uuids"] and report["queue"]["evidence"]["uuids"]
     assert identity["token"] not in output_of(run)
     assert demo_pods(admin) == [] and ledger(admin) == before
+    # Its verdict is on the Node, written by this identity (the policy let exactly these writes through).
+    node = admin.read_node(NODE)
+    assert node.metadata.labels["gpuops.scheduling/gpu-preflight"] == "passed"
+    condition, = [c for c in node.status.conditions if c.type == "gpuops.scheduling/GPUPreflightPassed"]
+    assert (condition.status, condition.reason) == ("True", "PreflightPassed") and run_id in condition.message
 
 
 def test_the_walk_through_dra_passes_with_only_the_service_account_token(sim, identity):
@@ -92,6 +114,53 @@ def test_a_token_without_the_rules_is_refused_before_anything_is_created(sim, id
     assert demo_pods(admin) == [] and ledger(admin) == before
 
 
+def test_an_identity_without_the_node_rules_is_refused_naming_them_and_passes_without_the_verdict(sim, identity):
+    """The pre-flight asks first (SelfSubjectAccessReview): refused before any pod, the missing rules and the option
+    named; with gpu_demo_verdict false the same identity runs the whole demo and writes nothing on the Node."""
+    admin = core_api(sim.kubeconfig)
+    account = "gpuops-preflight-no-verdict"
+    sim.kubectl("-n", NAMESPACE, "create", "serviceaccount", account)
+    sim.kubectl("-n", NAMESPACE, "create", "rolebinding", account, "--role", SERVICE_ACCOUNT,
+                "--serviceaccount", f"{NAMESPACE}:{account}")
+    # The cluster-wide reads of preflight_rbac's ClusterRole, without patch on nodes and nodes/status.
+    sim.kubectl("create", "clusterrole", account, "--verb=get,list", "--resource=nodes")
+    sim.kubectl("create", "clusterrolebinding", account, "--clusterrole", account, "--serviceaccount", f"{NAMESPACE}:{account}")
+    reads = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": account + "-reads"},
+             "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                       {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]}]}
+    sim.kubectl("apply", "-f", "-", input=json.dumps(reads))
+    sim.kubectl("create", "clusterrolebinding", account + "-reads", "--clusterrole", account + "-reads",
+                "--serviceaccount", f"{NAMESPACE}:{account}")
+    try:
+        token = sim.kubectl("-n", NAMESPACE, "create", "token", account, "--duration", "10m").stdout.strip()
+        kubeconfig = str(token_kubeconfig(sim, token, identity["dir"] / "no-verdict.kubeconfig"))
+        env = run_env(sim, KUBECONFIG=kubeconfig, K8S_AUTH_KUBECONFIG=kubeconfig)
+        refused_id = run_id = new_run_id("rbac")
+        inventory = write_inventory(identity["dir"] / run_id, sim, gpu_demo_kubeconfig=kubeconfig)
+        run = run_playbook(inventory, env, {"gpu_demo_run_id": run_id})
+        assert run.returncode != 0, tail(run)
+        report = read_report(identity["dir"] / run_id / "reports", run_id)
+        assert report["failed_checks"] == ["verdict_permitted"], report["failed_checks"]
+        message = report["failure"]["message"]
+        assert "patch on nodes/status (the condition)" in message and "patch on nodes (the label" in message, message
+        assert "gpu_demo_verdict: false" in message and "playbooks/preflight_rbac.yml" in message, message
+        assert demo_pods(admin) == [] and report["hold"] == {}
+        run_id = new_run_id("rbac")
+        inventory = write_inventory(identity["dir"] / run_id, sim, gpu_demo_kubeconfig=kubeconfig)
+        run = run_playbook(inventory, env, {"gpu_demo_run_id": run_id, "gpu_demo_verdict": False})
+        assert run.returncode == 0, tail(run)
+        assert read_report(identity["dir"] / run_id / "reports", run_id)["passed"] is True
+        # Nothing of either run on the Node: the first was refused before writing, the second writes no verdict.
+        annotations = admin.read_node(NODE).metadata.annotations or {}
+        written = annotations.get("gpuops.scheduling/gpu-preflight-report", "")
+        assert run_id not in written and refused_id not in written, written
+    finally:
+        for kind, name in (("clusterrolebinding", account), ("clusterrolebinding", account + "-reads"),
+                           ("clusterrole", account), ("clusterrole", account + "-reads")):
+            sim.kubectl("delete", kind, name, "--ignore-not-found")
+        sim.kubectl("-n", NAMESPACE, "delete", "rolebinding,serviceaccount", account, "--ignore-not-found")
+
+
 def _create_deployment(api):
     body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gpuops-it-deploy"},
             "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {"metadata": {"labels": {"app": "x"}},
@@ -115,7 +184,39 @@ def _device_plugin_pod(api) -> str:
     return pods[0].metadata.name
 
 
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+CONDITION = "gpuops.scheduling/GPUPreflightPassed"
+GATE_TAINT = {"key": "gpuops.scheduling/gpu-preflight-pending", "effect": "NoSchedule"}
+
+
+def _patch_node(api, body, content_type=MERGE, status=False):
+    call = api["core"].patch_node_status if status else api["core"].patch_node
+    return call(NODE, body, dry_run="All", _content_type=content_type)
+
+
+def _condition(kind: str, status: str = "True") -> dict:
+    return {"status": {"conditions": [{"type": kind, "status": status, "reason": "GpuopsIt", "message": "it",
+                                       "lastHeartbeatTime": "2026-12-01T00:00:00Z",
+                                       "lastTransitionTime": "2026-12-01T00:00:00Z"}]}}
+
+
+def _taints(api, *extra) -> dict:
+    """The node's taints plus ``extra`` (a merge patch replaces the whole list)."""
+    current = [taint.to_dict() for taint in api["core"].read_node(NODE).spec.taints or []]
+    return {"spec": {"taints": [{k: v for k, v in taint.items() if v is not None} for taint in current] + list(extra)}}
+
+
 FORBIDDEN = {
+    # RBAC lets these through (patch on nodes and nodes/status, for the verdict); the node-writes policy refuses them.
+    "patch-node-prod102-other-label": lambda api: _patch_node(api, {"metadata": {"labels": {"gpuops-it": "x"}}}),
+    "patch-node-prod102-nvidia-label": lambda api: _patch_node(api, {"metadata": {"labels": {"nvidia.com/gpu.present": "false"}}}),
+    "patch-node-prod102-remove-label": lambda api: _patch_node(api, {"metadata": {"labels": {"nvidia.com/gpu.present": None}}}),
+    "patch-node-prod102-other-annotation": lambda api: _patch_node(api, {"metadata": {"annotations": {"gpuops-it": "x"}}}),
+    "patch-node-prod102-other-taint": lambda api: _patch_node(api, _taints(api, {"key": "gpuops-it", "effect": "NoSchedule"})),
+    "patch-node-prod102-gate-taint-noexecute": lambda api: _patch_node(api, _taints(api, dict(GATE_TAINT, effect="NoExecute"))),
+    "patch-node-status-prod102-ready-condition": lambda api: _patch_node(api, _condition("Ready", "False"), STRATEGIC, status=True),
+    "patch-node-status-prod102-other-condition": lambda api: _patch_node(api, _condition("GpuopsIt"), STRATEGIC, status=True),
     "create-deployment-in-gpu-operator": _create_deployment,
     "create-configmap-in-gpu-operator": lambda api: api["core"].create_namespaced_config_map(
         NAMESPACE, {"metadata": {"name": "gpuops-it"}, "data": {"a": "b"}}, dry_run="All"),
@@ -170,6 +271,13 @@ ALLOWED = {
     "list-resourceslices": lambda api: api["resource"].list_resource_slice(),
     "list-deviceclasses": lambda api: api["resource"].list_device_class(),
     "list-resourceclaims-everywhere": lambda api: api["resource"].list_resource_claim_for_all_namespaces(),
+    # The verdict's own writes, as gpuops.scheduling.node_verdict makes them.
+    "patch-node-prod102-verdict-label": lambda api: _patch_node(api, {"metadata": {
+        "labels": {"gpuops.scheduling/gpu-preflight": "running"},
+        "annotations": {"gpuops.scheduling/gpu-preflight-time": "2026-12-01T00:00:00Z"}}}),
+    "patch-node-status-prod102-verdict-condition": lambda api: _patch_node(
+        api, _condition(CONDITION, "Unknown"), STRATEGIC, status=True),
+    "patch-node-prod102-gate-taint": lambda api: _patch_node(api, _taints(api, GATE_TAINT)),
 }
 
 

@@ -30,6 +30,8 @@ except ImportError:  # pragma: no cover - Python 2 is not supported by the colle
     from urllib import quote
 
 STATUSES = ("failed", "not_run", "checked", "passed")
+# serial / parallel: one run's nodes; verdicts: the fleet's state, read from the Nodes (or the jobs' statistics).
+MODES = ("serial", "parallel", "verdicts")
 # The order a run goes through; a failure's phase sorts by it.
 PHASES = ("input", "lock", "preflight", "prepare", "probe", "hold", "queue", "release", "cleanup", "report", "run")
 # A role task's name starts with its phase ("Preflight | Refuse a node ..."); these prefixes are not phase names.
@@ -42,6 +44,7 @@ TEXT = {
     "en": {
         "title": "GPU scheduling pre-flight: {nodes} node(s)",
         "run": "Run", "generated": "Generated", "mode": "Mode", "serial": "one node at a time", "parallel": "in parallel",
+        "verdicts": "the nodes' last verdicts",
         "passed": "passed", "failed": "failed", "checked": "check mode", "not_run": "not run",
         "verdict_ok": "Every node passed.", "verdict_bad": "{failed} of {nodes} node(s) failed.",
         "verdict_check": "Check mode: read-only checks only, nothing was created.",
@@ -61,6 +64,7 @@ TEXT = {
     "zh": {
         "title": "GPU 调度预检：{nodes} 个节点",
         "run": "运行", "generated": "生成于", "mode": "方式", "serial": "逐个节点", "parallel": "并行",
+        "verdicts": "各节点上最近的结论",
         "passed": "通过", "failed": "未通过", "checked": "检查模式", "not_run": "未运行",
         "verdict_ok": "所有节点都通过了。", "verdict_bad": "{nodes} 个节点中有 {failed} 个未通过。",
         "verdict_check": "检查模式：只做只读检查，没有创建任何东西。",
@@ -263,20 +267,21 @@ def _sort_key(row):
 
 
 def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel", report_dir=None, generated_at=None,
-                  lang="en"):
+                  lang="en", not_run_reasons=None):
     """Every node of a run -> {run_id, counts, by_check, rows (failures first), ...}.
 
     ``hosts``: the inventory hosts the run targeted, in the play's order; ``results``: {host: the role's result or
     None}; ``failures``: {host: {task, message} or None} for nodes that failed outside the role's report.
     In a one-node-at-a-time run (``mode`` serial) the play stops at the first failed node: the nodes after it have no
-    result and are "not run", naming that node.
+    result and are "not run", naming that node. ``not_run_reasons``: {host: why it has no result} (a summary made from
+    the Nodes' verdicts: never pre-flighted, stale, interrupted).
     """
-    if mode not in ("serial", "parallel"):
-        raise ValueError("mode must be serial or parallel, not %r" % (mode,))
+    if mode not in MODES:
+        raise ValueError("mode must be one of %s, not %r" % (", ".join(MODES), mode))
     results, failures, words = results or {}, failures or {}, _text(lang)
     rows, first_failed = [], None
     for host in hosts or []:
-        reason = None
+        reason = (not_run_reasons or {}).get(host)
         if mode == "serial" and first_failed is not None:
             reason = words["not_run_serial"].format(node=first_failed)
         row = node_row(host, results.get(host), failures.get(host), not_run_reason=reason, report_dir=report_dir, lang=lang)

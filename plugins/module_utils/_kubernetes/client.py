@@ -178,19 +178,32 @@ class CoreV1Rest:
         self._dynamic = client.client
         self.api_client = client.client.client
 
-    def _call(self, method, path, body=None, accept=None, **kwargs):
+    def _call(self, method, path, body=None, accept=None, content_type=None, **kwargs):
         query = [(_QUERY_NAMES[key], value) for key, value in kwargs.items()
                  if key in _QUERY_NAMES and value is not None]
         headers = {"Accept": accept} if accept else {}
         # serialize=False: the raw response, not a ResourceInstance. Errors arrive as ApiException subclasses.
         return self._dynamic.request(method, path, body=body, query_params=query, header_params=headers, serialize=False,
-                                     _preload_content=False, _request_timeout=kwargs.get("_request_timeout"))
+                                     _preload_content=False, _request_timeout=kwargs.get("_request_timeout"),
+                                     content_type=content_type)
 
     def read_node(self, name, **kwargs):
         return self._call("GET", "/api/v1/nodes/%s" % name, **kwargs)
 
     def list_node(self, **kwargs):
         return self._call("GET", "/api/v1/nodes", **kwargs)
+
+    def patch_node(self, name, body, content_type, **kwargs):
+        """A patch of the Node (``content_type``: application/merge-patch+json, application/json-patch+json, ...)."""
+        return self._call("PATCH", "/api/v1/nodes/%s" % name, body=body, content_type=content_type, **kwargs)
+
+    def patch_node_status(self, name, body, content_type, **kwargs):
+        """A patch of the Node's status subresource (conditions: application/strategic-merge-patch+json)."""
+        return self._call("PATCH", "/api/v1/nodes/%s/status" % name, body=body, content_type=content_type, **kwargs)
+
+    def create_self_subject_access_review(self, body):
+        """May this identity do it? (authorization.k8s.io/v1 SelfSubjectAccessReview; any identity may ask)."""
+        return self._call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=body)
 
     def list_pod_for_all_namespaces(self, **kwargs):
         return self._call("GET", "/api/v1/pods", **kwargs)

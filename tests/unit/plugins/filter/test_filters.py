@@ -18,8 +18,18 @@ def test_filter_names():
     # The general filters and the role's private ones live in separate files, so a reader sees which is which.
     assert sorted(scheduling.FilterModule().filters()) == ["failed_scheduling", "scheduling_event_timeline"]
     assert sorted(gpu_demo.FilterModule().filters()) == ["gpu_demo_admission", "gpu_demo_cleanup", "gpu_demo_evidence",
-                                                         "gpu_demo_hold_summary", "gpu_demo_preflight", "gpu_demo_run_claims",
-                                                         "gpu_demo_timeline", "gpu_demo_walk"]
+                                                         "gpu_demo_fleet_verdicts", "gpu_demo_hold_summary",
+                                                         "gpu_demo_preflight", "gpu_demo_run_claims", "gpu_demo_timeline",
+                                                         "gpu_demo_walk"]
+
+
+def test_fleet_verdicts_refuses_what_is_no_node_list():
+    with pytest.raises(AnsibleFilterError, match="gpu_demo_fleet_verdicts: expects the Nodes as read"):
+        FILTERS["gpu_demo_fleet_verdicts"]({"items": []})
+    with pytest.raises(AnsibleFilterError, match="verdicts must be a dict by node"):
+        FILTERS["gpu_demo_fleet_verdicts"]([], ["gpu-a1"])
+    assert FILTERS["gpu_demo_fleet_verdicts"](None, {}, ["gpu-a1"])["not_run_reasons"] == {
+        "gpu-a1": "never pre-flighted: node gpu-a1 has no verdict"}
 
 
 def test_failed_scheduling_filter():

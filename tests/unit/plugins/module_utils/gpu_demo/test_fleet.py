@@ -138,7 +138,7 @@ def test_phase_of_a_failed_task():
 
 
 def test_a_bad_mode_is_refused():
-    with pytest.raises(ValueError, match="serial or parallel"):
+    with pytest.raises(ValueError, match="serial, parallel, verdicts"):
         fleet.fleet_summary([], mode="rolling")
 
 

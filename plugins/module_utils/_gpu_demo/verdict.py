@@ -1,0 +1,295 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
+"""The pre-flight's verdict on the Node: a condition, a label, two annotations, and (gate mode) a startup taint.
+
+Plain data in, plain data out: ``verdict_of_row`` turns a node's summary row (fleet.node_row, from the role's result)
+into a compact verdict; ``node_writes`` into the bodies of the two patches that put it on the Node; ``read_verdict``
+reads it back from a Node; ``result_of_verdict`` turns it into what fleet.node_row reads, so that the fleet's summary
+made from the Nodes is the same summary a run writes. ``taint_removal`` is the JSON patch that removes only our taint.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import calendar
+import json
+import re
+import time
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.fleet import node_row
+
+CONDITION_TYPE = "gpuops.scheduling/GPUPreflightPassed"
+LABEL = "gpuops.scheduling/gpu-preflight"
+TIME_ANNOTATION = "gpuops.scheduling/gpu-preflight-time"
+REPORT_ANNOTATION = "gpuops.scheduling/gpu-preflight-report"
+# kubectl get node --show-managed-fields shows who wrote what.
+FIELD_MANAGER = "gpuops.scheduling"
+GATE_TAINT_KEY = "gpuops.scheduling/gpu-preflight-pending"
+# node-readiness-controller's rules may only own taints under this prefix.
+NRC_TAINT_KEY = "readiness.k8s.io/gpu-preflight-pending"
+GATE_TAINT_EFFECT = "NoSchedule"
+STATES = ("running", "passed", "failed")
+VERSION = 1
+
+# One CamelCase reason per phase a run can fail in (the condition's reason, for people and for rules).
+REASONS = {
+    "input": "InvalidInput",
+    "lock": "LockFailed",
+    "preflight": "PreflightRefused",
+    "prepare": "PrepareFailed",
+    "probe": "BypassProbeFailed",
+    "hold": "HoldCheckFailed",
+    "queue": "QueueCheckFailed",
+    "release": "ReleaseCheckFailed",
+    "cleanup": "CleanupCheckFailed",
+    "report": "PreflightError",
+    "run": "PreflightError",
+}
+PASSED_REASON = "PreflightPassed"
+RUNNING_REASON = "PreflightRunning"
+MESSAGE_LIMIT = 300
+DETAIL_LIMIT = 160
+
+
+class VerdictError(ValueError):
+    """Input that is no verdict."""
+
+
+def utc_iso(epoch):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(epoch)))
+
+
+def parse_iso(text):
+    """'2026-12-01T09:00:00Z' -> epoch seconds; None when unreadable."""
+    try:
+        return calendar.timegm(time.strptime(str(text)[:19], "%Y-%m-%dT%H:%M:%S"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _one_line(text, limit):
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def verdict_of_row(row, at, job=None):
+    """A node's summary row (fleet.node_row) -> the compact verdict written on the Node and handed to AWX.
+
+    Only what a fleet summary needs: the state, the failed phase, check and why, units, GPUs seen, the occupied
+    window, the run id and when. ``job`` is the AWX job (or run) that made it.
+    """
+    if row["status"] not in ("passed", "failed"):
+        raise VerdictError("a verdict is passed or failed, not {0!r} (check-mode and not-run nodes get none)".format(row["status"]))
+    window = row.get("window") or None
+    return {
+        "v": VERSION, "state": row["status"], "node": row["node"], "run_id": row.get("run_id"), "job": job,
+        "at": utc_iso(at), "started_at": row.get("started_at"), "resource": row.get("resource"),
+        "phase": row.get("phase"), "reason": REASONS.get(row.get("phase"), REASONS["run"]) if row["status"] == "failed" else PASSED_REASON,
+        "check": row.get("check"), "failed_checks": list(row.get("failed_checks") or []),
+        "detail": _one_line(row.get("reason"), DETAIL_LIMIT) if row["status"] == "failed" else None,
+        "task": row.get("task"),
+        "units": row.get("units"),
+        "gpus": [{"uuid": gpu.get("uuid"), "name": gpu.get("name"), "kind": gpu.get("kind")} for gpu in row.get("gpus") or []],
+        "window": {"seconds": window.get("seconds"), "start": window.get("start"), "end": window.get("end")} if window else None,
+        "total_seconds": row.get("total_seconds"),
+    }
+
+
+def verdict_of_result(result, at, job=None):
+    """The role's result for a node (``_gpu_demo_result``) -> its verdict."""
+    if not isinstance(result, dict) or not result.get("node"):
+        raise VerdictError("expects the role's result for a node (a dict with 'node'), got {0!r}".format(type(result).__name__))
+    return verdict_of_row(node_row(result["node"], result), at, job=job)
+
+
+def running_verdict(node, run_id, at, resource=None, job=None):
+    """What the Node says while a run is on it."""
+    return {"v": VERSION, "state": "running", "node": node, "run_id": run_id, "job": job, "at": utc_iso(at),
+            "started_at": utc_iso(at), "resource": resource, "phase": None, "reason": RUNNING_REASON, "check": None,
+            "failed_checks": [], "detail": None, "task": None, "units": None, "gpus": [], "window": None,
+            "total_seconds": None}
+
+
+def message(verdict):
+    """The condition's message: one line, with the run id."""
+    run = "run {0}".format(verdict.get("run_id") or "?")
+    if verdict["state"] == "running":
+        return _one_line("GPU pre-flight running since {0}; {1}".format(verdict["at"], run), MESSAGE_LIMIT)
+    gpus = len(verdict.get("gpus") or [])
+    if verdict["state"] == "passed":
+        window = (verdict.get("window") or {}).get("seconds")
+        text = "GPU pre-flight passed: {0} unit(s) of {1} held, {2} GPU(s) seen{3}; {4}".format(
+            verdict.get("units") or 0, verdict.get("resource") or "the GPU resource", gpus,
+            ", occupied {0:.1f} s".format(window) if isinstance(window, (int, float)) else "", run)
+        return _one_line(text, MESSAGE_LIMIT)
+    what = verdict.get("check") or verdict.get("phase") or "error"
+    tail = "; " + run
+    return _one_line("GPU pre-flight failed at {0} ({1}): {2}".format(
+        verdict.get("phase") or "run", what, verdict.get("detail") or "error"), MESSAGE_LIMIT - len(tail)) + tail
+
+
+def condition(verdict, previous=None, now=None):
+    """The Node condition for a verdict. lastTransitionTime moves only when the status changes (API conventions)."""
+    status = {"running": "Unknown", "passed": "True", "failed": "False"}[verdict["state"]]
+    stamp = utc_iso(now if now is not None else time.time())
+    transition = stamp
+    if isinstance(previous, dict) and previous.get("status") == status and previous.get("lastTransitionTime"):
+        transition = previous["lastTransitionTime"]
+    return {"type": CONDITION_TYPE, "status": status, "reason": verdict["reason"], "message": message(verdict),
+            "lastHeartbeatTime": stamp, "lastTransitionTime": transition}
+
+
+def compact_json(verdict):
+    return json.dumps(verdict, sort_keys=True, separators=(",", ":"))
+
+
+def node_writes(verdict, node, now=None):
+    """{status, metadata}: the bodies of the two patches that write ``verdict`` on ``node`` (the Node as read).
+
+    ``status`` is a strategic merge patch of nodes/<name>/status: conditions merge by type, so the kubelet's and
+    other writers' conditions stay. ``metadata`` is a JSON merge patch of the Node: labels and annotations merge by
+    key, so only ours change.
+    """
+    previous = find_condition(node)
+    return {
+        "status": {"status": {"conditions": [condition(verdict, previous, now)]}},
+        "metadata": {"metadata": {"labels": {LABEL: verdict["state"]},
+                                  "annotations": {TIME_ANNOTATION: verdict["at"], REPORT_ANNOTATION: compact_json(verdict)}}},
+    }
+
+
+def find_condition(node, kind=CONDITION_TYPE):
+    for entry in ((node or {}).get("status") or {}).get("conditions") or []:
+        if entry.get("type") == kind:
+            return entry
+    return None
+
+
+def read_verdict(node):
+    """A Node (API dict) -> its verdict (with the condition's status), or None when no run wrote one.
+
+    The annotation holds the details; the label and the condition must agree with it, else the Node was edited by
+    hand (or half written) and the verdict is reported as unreadable rather than guessed.
+    """
+    metadata = (node or {}).get("metadata") or {}
+    text = (metadata.get("annotations") or {}).get(REPORT_ANNOTATION)
+    label = (metadata.get("labels") or {}).get(LABEL)
+    found = find_condition(node)
+    if text is None and label is None and found is None:
+        return None
+    try:
+        verdict = json.loads(text) if text is not None else None
+    except ValueError:
+        verdict = None
+    expected = {"running": "Unknown", "passed": "True", "failed": "False"}
+    if (not isinstance(verdict, dict) or verdict.get("state") not in STATES or label != verdict["state"]
+            or found is None or found.get("status") != expected[verdict["state"]]):
+        return {"state": "unreadable", "node": metadata.get("name"), "label": label,
+                "condition": {key: (found or {}).get(key) for key in ("status", "reason", "message")}}
+    verdict = dict(verdict, node=metadata.get("name") or verdict.get("node"))
+    verdict["condition"] = {key: found.get(key) for key in ("status", "reason", "message", "lastTransitionTime")}
+    return verdict
+
+
+def result_of_verdict(verdict):
+    """A verdict -> the role-result shape fleet.node_row reads, so the summary of Nodes is the summary of a run."""
+    failed = verdict["state"] == "failed"
+    window = verdict.get("window") or None
+    checks = []
+    if failed and verdict.get("check"):
+        checks.append({"id": verdict["check"], "phase": verdict.get("phase"), "passed": False, "detail": verdict.get("detail")})
+        checks += [{"id": check, "phase": verdict.get("phase"), "passed": False, "detail": None}
+                   for check in verdict.get("failed_checks") or [] if check != verdict["check"]]
+    return {
+        "node": verdict.get("node"), "run_id": verdict.get("run_id"), "resource": verdict.get("resource"),
+        "check_mode": False, "passed": not failed, "checks": checks,
+        "failure": {"task": verdict.get("task") or (verdict.get("phase") or "run").capitalize() + " | verdict",
+                    "message": verdict.get("detail") or "failed"} if failed and not checks else None,
+        "hold": {"units_seen": verdict.get("units"),
+                 "units": [{"uuid": gpu.get("uuid"), "gpu_name": gpu.get("name"), "kind": gpu.get("kind")}
+                           for gpu in verdict.get("gpus") or [] if isinstance(gpu, dict)]},
+        "timeline": {"window": window} if window else {}, "started_at": verdict.get("started_at"),
+        "durations": {"total": verdict.get("total_seconds")},
+    }
+
+
+def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_running=900):
+    """The fleet's state -> (hosts, results, not_run_reasons) for fleet.fleet_summary.
+
+    ``nodes``: Node objects (API dicts) as read from the cluster, or None when it could not be read; ``verdicts``:
+    {node: verdict} handed over by jobs (AWX artifacts), used for nodes the cluster did not give; ``hosts``: names that
+    must have a row (the inventory). A verdict older than ``max_age`` seconds is stale, a run that started more than
+    ``max_running`` seconds ago and never finished was interrupted: neither counts as a result.
+    """
+    now = time.time() if now is None else now
+    found = {}
+    for node in nodes or []:
+        name = ((node.get("metadata") or {}).get("name"))
+        if name:
+            found[name] = read_verdict(node)
+    handed = dict(verdicts or {})
+    names = sorted(set(found) | set(handed) | set(hosts or []))
+    results, reasons = {}, {}
+    for name in names:
+        if name in found and found[name] is not None:
+            verdict, source = found[name], "node"
+        elif name in handed and isinstance(handed[name], dict):
+            verdict, source = handed[name], "job"
+        else:
+            if nodes is not None and name not in found:
+                reasons[name] = "no node {0} in the cluster".format(name)
+            else:
+                reasons[name] = "never pre-flighted: node {0} has no verdict".format(name)
+            continue
+        del source
+        state = verdict.get("state")
+        at = parse_iso(verdict.get("at"))
+        if state == "unreadable":
+            reasons[name] = "unreadable verdict on node {0} (label {1}, condition {2}): written by hand or half written".format(
+                name, verdict.get("label"), (verdict.get("condition") or {}).get("status"))
+        elif state == "running":
+            if at is not None and now - at > max_running:
+                reasons[name] = "interrupted: run {0} started at {1} and never wrote its verdict".format(
+                    verdict.get("run_id"), verdict.get("at"))
+            else:
+                reasons[name] = "running: run {0} since {1}".format(verdict.get("run_id"), verdict.get("at"))
+        elif state in ("passed", "failed") and at is not None and now - at > max_age:
+            reasons[name] = "stale: {0} at {1} (run {2}), older than {3:g} h".format(
+                state, verdict.get("at"), verdict.get("run_id"), max_age / 3600.0)
+        elif state in ("passed", "failed"):
+            results[name] = result_of_verdict(dict(verdict, node=name))
+        else:
+            reasons[name] = "unreadable verdict on node {0}".format(name)
+    return names, results, reasons
+
+
+def taint_removal(node, key, effect=GATE_TAINT_EFFECT):
+    """The JSON patch that removes exactly our taint (``key``, ``effect``) from ``node`` as read, or None when it has none.
+
+    ``test`` first: if the taint list changed since the read (another tool added or removed one), the API server refuses
+    the patch instead of removing someone else's taint; read again and retry.
+    """
+    taints = ((node or {}).get("spec") or {}).get("taints") or []
+    for index, taint in enumerate(taints):
+        if taint.get("key") == key and taint.get("effect") == effect:
+            path = "/spec/taints/{0}".format(index)
+            return [{"op": "test", "path": path, "value": taint}, {"op": "remove", "path": path}]
+    return None
+
+
+KEY_PART = re.compile(r"[^A-Za-z0-9_]")
+
+
+def job_stat_key(job_id, prefix="gpu_demo_j"):
+    """The set_stats key of one job's verdicts: one per job, so AWX's shallow merge of sliced jobs keeps every slice."""
+    text = str(job_id if job_id is not None else "").strip()
+    if not text:
+        raise VerdictError("a job id is needed to name the job's statistics (awx_job_id, or gpu_demo_run_id)")
+    return prefix + KEY_PART.sub("_", text)
