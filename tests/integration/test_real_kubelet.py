@@ -14,6 +14,9 @@ from test_gpu_demo import MANAGED, run_demo
 
 from conftest import CHECKOUT, SIM_SRC
 
+# Each test sets up the cluster it needs (its own topology first): any worker may run it (conftest.py).
+pytestmark = pytest.mark.independent
+
 
 def node(sim, name: str = "prod102") -> dict:
     return json.loads(sim.kubectl("get", "node", name, "-o", "json").stdout)
