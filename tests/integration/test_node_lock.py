@@ -59,7 +59,7 @@ def test_a_lock_whose_holder_died_is_taken_over_after_expiry(sim):
     sim.kubectl("-n", "gpu-operator", "delete", "lease", "gpuops-preflight-prod102", "--ignore-not-found")
     # Long enough that the next run's refusal lands before the expiry on a loaded machine (an ad-hoc ansible run
     # takes seconds there), after which the lock is waited out by its own expiry time, not by a fixed sleep.
-    assert sim.ansible_module("gpuops.scheduling.node_lock", lock_args("killed-run", duration_seconds=15))["outcome"] == "created"
+    assert sim.ansible_module("gpuops.scheduling.node_lock", lock_args("killed-run", duration_seconds=30))["outcome"] == "created"
     expiry = lease_expiry(sim)
     refused = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run"))
     assert datetime.datetime.now(datetime.timezone.utc) < expiry, "the refusal came after the expiry: the test proves nothing"

@@ -42,6 +42,10 @@ FAKE_NVIDIA_SMI = cluster.SIM_SRC / "fake_nvidia_smi.py"
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+# Raised for as long as clusters run (and put back with the others): each kubelet holds 6 inotify instances and the
+# API server 3, out of one per-user limit for the whole machine (128 by default): a few clusters of a few nodes
+# exhaust it, and a kubelet that finds none exits ("inotify_init: too many open files"). The values kind advises.
+RAISED_SYSCTLS = {"fs/inotify/max_user_instances": 1024, "fs/inotify/max_user_watches": 524288}
 # Every container on a GPU node runs a CUDA-style image: it asks for compute and utility capabilities.
 GPU_IMAGE_ENV = ("NVIDIA_DRIVER_CAPABILITIES=compute,utility",)
 
@@ -297,6 +301,7 @@ def nodes_of(sim: cluster.SimDir, spec: dict) -> list:
 # only the last cluster to go puts them back. The lock orders one cluster's look at the machine against
 # another's kubelet start.
 HOST_STATE_DIR = Path(os.environ.get("GPUOPS_SIM_HOST_STATE") or "/run/gpuops-sim")
+SYSCTL_ROOT = Path("/proc/sys")
 
 
 def _host_record() -> Path:
@@ -323,13 +328,34 @@ def host_in_use(sim: cluster.SimDir):
             values = {}
             for name in SYSCTLS:
                 try:
-                    values[name] = Path("/proc/sys", name).read_text().strip()
+                    values[name] = (SYSCTL_ROOT / name).read_text().strip()
                 except OSError:
                     continue
             _host_record().write_text(json.dumps(
                 {"sysctls": values, "created_device_plugin_dir": not DEVICE_PLUGIN_DIR.exists()}, indent=1) + "\n")
+        _raise_limits()
         DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
         yield
+
+
+def _raise_limits() -> None:
+    """RAISED_SYSCTLS, each at least its value; what it was before goes into the record first."""
+    record = _host_record()
+    saved = json.loads(record.read_text())
+    for name, wanted in RAISED_SYSCTLS.items():
+        path = SYSCTL_ROOT / name
+        try:
+            current = path.read_text().strip()
+        except OSError:
+            continue
+        if name not in saved["sysctls"]:
+            saved["sysctls"][name] = current
+            record.write_text(json.dumps(saved, indent=1) + "\n")
+        if int(current) < wanted:
+            try:
+                path.write_text(f"{wanted}\n")
+            except OSError:
+                pass   # not root: the kubelets may then run short of inotify instances, and say so in their logs
 
 
 def restore_host(sim: cluster.SimDir) -> list:
@@ -343,7 +369,7 @@ def restore_host(sim: cluster.SimDir) -> list:
         left = []
         for name, value in saved["sysctls"].items():
             try:
-                path = Path("/proc/sys", name)
+                path = SYSCTL_ROOT / name
                 if path.read_text().strip() != value:
                     path.write_text(value + "\n")
             except OSError as error:
