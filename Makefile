@@ -18,11 +18,7 @@ help: ## List the targets
 setup: $(VENV)/.installed .collections/ansible_collections/gpuops/scheduling ## Python venv with ansible, kubernetes.core, linters
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
-	@echo "[setup] creating $(VENV) and installing requirements-dev.txt from PyPI (first time: a few minutes)"
-	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -r requirements-dev.txt
-	@touch $@
+	@bash tests/setup.sh
 
 .collections/ansible_collections/gpuops/scheduling:
 	@mkdir -p $(@D) && ln -sfn ../../.. $@

@@ -144,5 +144,9 @@ def pytest_xdist_auto_num_workers(config):  # pylint: disable=unused-argument
     return parallel.auto_workers(os.cpu_count() or 1, parallel.memory_available(), os.environ.get("GPUOPS_TEST_WORKERS"))
 
 
+def pytest_runtest_logreport(report):
+    parallel.note_report(report)
+
+
 def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument
     parallel.save_durations(session.config)

@@ -20,8 +20,6 @@ import fcntl
 import json
 from pathlib import Path
 
-import pytest
-
 STRIDE = 200
 DURATIONS = Path(__file__).with_name("durations.json")
 CACHE_KEY = "gpuops/unit-durations"
@@ -159,10 +157,11 @@ def make_scheduler(config, log):
     class SimClusterScheduling(LoadScopeScheduling):
         """xdist's load-scope scheduling with our units, the longest first, one unit ahead per worker."""
 
-        def __init__(self, config, log=None):
-            super().__init__(config, log)
+        def __init__(self, pytest_config, scheduler_log=None):
+            super().__init__(pytest_config, scheduler_log)
             self.described = {}
             self.durations = {}
+            self.failed_units = set()
 
         def _split_scope(self, nodeid: str) -> str:
             return self.described[nodeid]["unit"]
@@ -213,20 +212,39 @@ def make_scheduler(config, log):
             super().mark_test_complete(node, item_index, duration)
 
     scheduler = SimClusterScheduling(config, log)
-    config.stash[SCHEDULER] = scheduler
+    ACTIVE[:] = [scheduler]
     return scheduler
 
 
+def note_report(report) -> None:
+    """A failed test's unit ran short (or long) for its failure: its time is no estimate for the next run."""
+    scheduler = ACTIVE[0] if ACTIVE else None
+    if scheduler is not None and report.failed and report.nodeid in scheduler.described:
+        scheduler.failed_units.add(scheduler.described[report.nodeid]["unit"])
+
+
 def save_durations(config) -> None:
-    """After a complete parallel run: each unit's seconds, for the next run's order."""
-    scheduler = config.stash.get(SCHEDULER, None)
+    """After a parallel run: the seconds of each unit whose every test ran and passed, for the next run's order (the
+    others keep what the cache had)."""
+    scheduler = ACTIVE[0] if ACTIVE else None
     cache = getattr(config, "cache", None)
-    if scheduler is None or cache is None or not scheduler.durations or scheduler.has_pending:
+    if scheduler is None or cache is None or not scheduler.durations:
         return
-    cache.set(CACHE_KEY, {unit: round(seconds, 1) for unit, seconds in sorted(scheduler.durations.items())})
+    complete = {}
+    for entry in scheduler.described.values():
+        complete.setdefault(entry["unit"], True)
+    for work in scheduler.assigned_work.values():
+        for unit, tests in work.items():
+            complete[unit] = complete.get(unit, True) and all(tests.values())
+    for unit in scheduler.workqueue:
+        complete[unit] = False
+    durations = dict(cache.get(CACHE_KEY, {}))
+    durations.update({unit: round(seconds, 1) for unit, seconds in scheduler.durations.items()
+                      if complete.get(unit) and unit not in scheduler.failed_units})
+    cache.set(CACHE_KEY, dict(sorted(durations.items())))
 
 
-SCHEDULER = pytest.StashKey()
+ACTIVE = []   # the controller's scheduler, once xdist made it (one session a process)
 
 
 def environment_for(worker_id: str | None, environ: dict, checkout: Path) -> dict:

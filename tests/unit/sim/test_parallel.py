@@ -116,3 +116,67 @@ def test_without_xdist_there_is_no_lock():
     with parallel.machine_lock(None, exclusive=True):
         with parallel.machine_lock(None, exclusive=True):
             pass
+
+
+class FakeWorker:
+    """What the scheduler sees of an xdist worker: the tests it was sent, in order."""
+
+    def __init__(self, name):
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.sent = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices):
+        self.sent += indices
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+def scheduler_over(tmp_path, described, workers=2, durations=None):
+    """The scheduler, its collection from every worker, after its first distribution."""
+    xdist = pytest.importorskip("xdist")
+    assert xdist
+    config = type("Config", (), {})()
+    config.getvalue = lambda name: {"tx": ["popen"] * workers}[name]
+    config.option = type("Option", (), {"loadscopereorder": False})()
+    config._tmp_path_factory = type("Factory", (), {"getbasetemp": staticmethod(lambda: tmp_path)})()
+    config.cache = type("Cache", (), {"get": staticmethod(lambda key, default: durations or default)})()
+    (tmp_path / "units-gw0.json").write_text(__import__("json").dumps(described))
+    scheduler = parallel.make_scheduler(config, None)
+    nodes = [FakeWorker(f"gw{index}") for index in range(workers)]
+    for node in nodes:
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, list(described))
+    scheduler.schedule()
+    return scheduler, nodes
+
+
+def test_the_scheduler_sends_the_longest_unit_first_and_one_unit_ahead(tmp_path):
+    tests = ["long.py::a", "long.py::b", "mid.py::a", "mid.py::b", "short.py::a", "short.py::b", "alone.py::x"]
+    described = {nodeid: {"unit": nodeid.split("::")[0], "exclusive": nodeid.startswith("alone")} for nodeid in tests}
+    scheduler, (first, second) = scheduler_over(tmp_path, described, durations={"long.py": 300, "mid.py": 200, "short.py": 10})
+    index = {nodeid: position for position, nodeid in enumerate(tests)}
+    assert first.sent == [index["long.py::a"], index["long.py::b"]]     # two tests: nothing more until b starts
+    assert second.sent == [index["mid.py::a"], index["mid.py::b"]]
+    scheduler.mark_test_complete(second, index["mid.py::a"], 150.0)     # mid.py::b starts: the next unit goes
+    assert second.sent[2:] == [index["short.py::a"], index["short.py::b"]]
+    scheduler.mark_test_complete(first, index["long.py::a"], 100.0)
+    assert first.sent[2:] == [index["alone.py::x"]]                     # the exclusive unit last
+    assert not scheduler.workqueue
+    assert scheduler.durations == {"mid.py": 150.0, "long.py": 100.0}
+
+
+def test_only_units_that_ran_to_the_end_and_passed_update_the_estimates(tmp_path):
+    tests = ["ok.py::a", "failed.py::a", "cut.py::a", "cut.py::b"]
+    described = {nodeid: {"unit": nodeid.split("::")[0], "exclusive": False} for nodeid in tests}
+    stored = {}
+    scheduler, (worker,) = scheduler_over(tmp_path, described, workers=1)
+    scheduler.config.cache = type("Cache", (), {"get": staticmethod(lambda key, default: {"cut.py": 77.0, "failed.py": 55.0}),
+                                                "set": staticmethod(lambda key, value: stored.update(value))})()
+    index = {nodeid: position for position, nodeid in enumerate(tests)}
+    for nodeid, seconds in (("cut.py::a", 3.0), ("failed.py::a", 1.0), ("ok.py::a", 10.0)):   # the order they went out
+        scheduler.mark_test_complete(worker, index[nodeid], seconds)
+    parallel.note_report(type("Report", (), {"failed": True, "nodeid": "failed.py::a"})())
+    parallel.save_durations(scheduler.config)   # cut.py::b never ran: an interrupted run
+    assert stored == {"ok.py": 10.0, "failed.py": 55.0, "cut.py": 77.0}
