@@ -10,8 +10,9 @@ What a worker runs, and when (the scheduler below; conftest.py's docstring says 
   before them work as in a serial run), or one test of a file marked `independent`, or an xdist_group;
 - units go out one at a time, the longest first (durations of the last run, from pytest's cache, else
   tests/integration/durations.json), each to the first worker that has nothing else left to start;
-- units holding an `exclusive` test go last; such a test starts only once no other test runs on the machine, and no
-  other test starts until it ends (machine_lock).
+- units holding an `exclusive` test go last, to the last worker still running (the others stop once only those are
+  left); such a test starts only once no other test runs on the machine, and no other starts until it ends
+  (machine_lock).
 """
 from __future__ import annotations
 
@@ -162,6 +163,7 @@ def make_scheduler(config, log):
             self.described = {}
             self.durations = {}
             self.failed_units = set()
+            self.exclusive_units = set()
 
         def _split_scope(self, nodeid: str) -> str:
             return self.described[nodeid]["unit"]
@@ -186,6 +188,8 @@ def make_scheduler(config, log):
             for unit in order_units({nodeid: self.described[nodeid] for nodeid in self.collection},
                                     known_durations(getattr(self.config, "cache", None))):
                 self.workqueue[unit] = units[unit]
+            self.exclusive_units = {self.described[nodeid]["unit"] for nodeid in self.collection
+                                    if self.described[nodeid]["exclusive"]}
             for _extra in range(len(self.nodes) - len(self.workqueue)):
                 unused, _assigned = self.assigned_work.popitem()
                 unused.shutdown()
@@ -203,6 +207,12 @@ def make_scheduler(config, log):
                 node.shutdown()
                 return
             if self._pending_of(self.assigned_work[node]) > 1:
+                return
+            upcoming = next(iter(self.workqueue))
+            if upcoming in self.exclusive_units and any(not other.shutting_down for other in self.nodes if other is not node):
+                # Only exclusive units are left (they go last): they go to the last worker still running, so that
+                # no test of theirs waits on the machine lock while another worker runs out a long one.
+                node.shutdown()
                 return
             self._assign_work_unit(node)
 

@@ -162,9 +162,11 @@ def test_the_scheduler_sends_the_longest_unit_first_and_one_unit_ahead(tmp_path)
     scheduler.mark_test_complete(second, index["mid.py::a"], 150.0)     # mid.py::b starts: the next unit goes
     assert second.sent[2:] == [index["short.py::a"], index["short.py::b"]]
     scheduler.mark_test_complete(first, index["long.py::a"], 100.0)
-    assert first.sent[2:] == [index["alone.py::x"]]                     # the exclusive unit last
-    assert not scheduler.workqueue
-    assert scheduler.durations == {"mid.py": 150.0, "long.py": 100.0}
+    assert first.sent[2:] == [] and first.shutting_down                 # only the exclusive unit is left: not while
+    scheduler.mark_test_complete(second, index["mid.py::b"], 10.0)      # another worker runs, but to the last one
+    scheduler.mark_test_complete(second, index["short.py::a"], 5.0)
+    assert second.sent[4:] == [index["alone.py::x"]] and not scheduler.workqueue
+    assert scheduler.durations == {"mid.py": 160.0, "long.py": 100.0, "short.py": 5.0}
 
 
 def test_only_units_that_ran_to_the_end_and_passed_update_the_estimates(tmp_path):
