@@ -34,7 +34,8 @@ fi
 started=$SECONDS
 release=$(. /etc/os-release && echo "${ID}-${VERSION_CODENAME:-$VERSION_ID}")-$(dpkg --print-architecture)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/gpuops-browser/$release"
-kept=$(ls -d "$cache"/chromium-*/ 2>/dev/null | sort -V | tail -1 || true)
+kept=$(find "$cache" -mindepth 1 -maxdepth 1 -type d -name 'chromium-*' 2>/dev/null | sort -V | tail -1 || true)
+kept=${kept:+$kept/}
 export DEBIAN_FRONTEND=noninteractive
 if [ -n "$kept" ] && "${as_root[@]}" apt-get install -y -qq --no-install-recommends "$kept"*.deb >/dev/null 2>&1; then
   log "installed $(command -v chromium) from the packages kept in $kept ($((SECONDS - started)) s): $(chromium --version 2>/dev/null | head -1)"

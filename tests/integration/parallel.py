@@ -270,5 +270,3 @@ def environment_for(worker_id: str | None, environ: dict, checkout: Path) -> dic
 
 def keep_clusters(environ: dict) -> bool:
     return environ.get("GPUOPS_SIM_KEEP", "") not in ("", "0", "false", "no")
-
-

@@ -154,7 +154,7 @@ def scheduler_over(tmp_path, described, workers=2, durations=None):
 
 def test_the_scheduler_sends_the_longest_unit_first_and_one_unit_ahead(tmp_path):
     tests = ["long.py::a", "long.py::b", "mid.py::a", "mid.py::b", "short.py::a", "short.py::b", "alone.py::x"]
-    described = {nodeid: {"unit": nodeid.split("::")[0], "exclusive": nodeid.startswith("alone")} for nodeid in tests}
+    described = {nodeid: {"unit": nodeid.split("::", maxsplit=1)[0], "exclusive": nodeid.startswith("alone")} for nodeid in tests}
     scheduler, (first, second) = scheduler_over(tmp_path, described, durations={"long.py": 300, "mid.py": 200, "short.py": 10})
     index = {nodeid: position for position, nodeid in enumerate(tests)}
     assert first.sent == [index["long.py::a"], index["long.py::b"]]     # two tests: nothing more until b starts
@@ -171,7 +171,7 @@ def test_the_scheduler_sends_the_longest_unit_first_and_one_unit_ahead(tmp_path)
 
 def test_only_units_that_ran_to_the_end_and_passed_update_the_estimates(tmp_path):
     tests = ["ok.py::a", "failed.py::a", "cut.py::a", "cut.py::b"]
-    described = {nodeid: {"unit": nodeid.split("::")[0], "exclusive": False} for nodeid in tests}
+    described = {nodeid: {"unit": nodeid.split("::", maxsplit=1)[0], "exclusive": False} for nodeid in tests}
     stored = {}
     scheduler, (worker,) = scheduler_over(tmp_path, described, workers=1)
     scheduler.config.cache = type("Cache", (), {"get": staticmethod(lambda key, default: {"cut.py": 77.0, "failed.py": 55.0}),
