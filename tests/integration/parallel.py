@@ -44,8 +44,10 @@ def worker_cluster(base_dir: Path, base_offset: int, number: int) -> tuple[Path,
 
 
 def auto_workers(cpus: int, memory_available: int, override: str | None = None) -> int:
-    """How many workers: GPUOPS_TEST_WORKERS when set, else two per core (the tests mostly wait on the clusters:
-    kubelet syncs, grace periods, the scheduler's backoff), as many as the memory holds clusters, at least one."""
+    """How many workers: GPUOPS_TEST_WORKERS when set, else one more than the cores (the tests mostly wait on the
+    clusters: kubelet syncs, grace periods, the scheduler's backoff; measured on 2 cores: 3 workers ran the suite in
+    884 s with each test 1.7x faster than under 4, which saturated the CPU), as many as the memory holds clusters,
+    at least one."""
     if override:
         try:
             value = int(override)
@@ -54,7 +56,7 @@ def auto_workers(cpus: int, memory_available: int, override: str | None = None) 
         if value < 1:
             raise ValueError(f"GPUOPS_TEST_WORKERS must be at least 1, got {value}")
         return value
-    return max(1, min(2 * cpus, int(memory_available // CLUSTER_BYTES)))
+    return max(1, min(cpus + 1, int(memory_available // CLUSTER_BYTES)))
 
 
 def memory_available() -> int:
