@@ -16,6 +16,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import run_objects
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.cleanup import judge_cleanup
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import (
     demo_timeline,
@@ -114,6 +115,14 @@ def gpu_demo_cleanup(final_result, before, vllm_after, **settings):
 CLEANUP_SETTINGS = ("node", "resource", "run_id", "vllm_url")
 
 
+def gpu_demo_run_claims(objects, run_id, node, pod_uids):
+    """ResourceClaims / ResourceClaimTemplates -> the names of those of the run (its labels, or owned by its pods)."""
+    try:
+        return run_objects(objects, run_id, node, pod_uids)
+    except (TypeError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_run_claims: {0}".format(error)) from error
+
+
 class FilterModule(object):
     """The gpu_demo role's private filters."""
 
@@ -126,4 +135,5 @@ class FilterModule(object):
             "gpu_demo_admission": gpu_demo_admission,
             "gpu_demo_walk": gpu_demo_walk,
             "gpu_demo_cleanup": gpu_demo_cleanup,
+            "gpu_demo_run_claims": gpu_demo_run_claims,
         }

@@ -21,6 +21,11 @@ description:
   - Also reports the pods waiting for one of the resources (Pending, not bound to a node), the GPU
     labels of Node Feature Discovery and GPU Feature Discovery, taints, cordon and Ready state and,
     with O(operator_namespace), whether the device plugin and feature discovery pods are Running.
+  - With O(dra) (the default) it also reports, per node, the GPUs handed out through Dynamic Resource Allocation
+    (resource.k8s.io/v1) - the devices the node's ResourceSlices publish, per driver and DeviceClass, and the
+    ResourceClaims allocated from them with the pods they are reserved for - and whether the node's GPUs are
+    allocated by a device plugin or through DRA (RV(ledger.nodes.allocation)). A node whose GPUs are only published
+    through DRA advertises no extended resource and is reported, not refused.
   - This is the scheduler's bookkeeping only. Processes that use a GPU without requesting the resource
     (an inference server started with E(NVIDIA_VISIBLE_DEVICES=all), host processes) are not in it.
   - Makes a constant number of API calls whatever the number of nodes and pods (see RV(api_calls)).
@@ -77,6 +82,16 @@ options:
     type: str
     choices: [auto, node, fleet]
     default: auto
+  dra:
+    description:
+      - Also read Dynamic Resource Allocation objects (resource.k8s.io/v1).
+      - A V(fleet) read then lists ResourceSlices, ResourceClaims and DeviceClasses once each (three more calls, whatever
+        the cluster's size); a V(node) read lists the node's ResourceSlices (field selector C(spec.nodeName)) and the
+        DeviceClasses, and gets each ResourceClaim the node's pods use.
+      - On an API server that does not serve resource.k8s.io/v1, RV(ledger.dra_served) is V(false) and the rest of the
+        ledger is as without DRA.
+    type: bool
+    default: true
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - ansible.builtin.action_common_attributes
@@ -102,7 +117,8 @@ notes:
     over app containers and sidecar (restartable) init containers, at least the largest init container
     step, plus pod overhead. A container that sets only a limit requests that limit.
   - The user needs C(get)/C(list) on nodes and C(list) on pods in all namespaces (a node read lists the pods of all
-    namespaces too, with a field selector).
+    namespaces too, with a field selector); with O(dra), C(list) on resourceslices and deviceclasses, and C(list)
+    (fleet) or C(get) (node read) on resourceclaims.
   - With the Python library C(msgspec) installed (it is in the collection's C(requirements.txt)), only the node and pod
     fields the ledger reads are decoded; on a fleet of 2,000 nodes and 20,000 pods this makes the read about three times
     faster and uses a fifth of the memory. Without it every field is decoded, with the same result.
@@ -267,6 +283,31 @@ ledger:
                   returned: success
                   type: bool
                   sample: false
+        allocation:
+          description:
+            - How the node's GPUs are handed out - V(device_plugin) (extended resources with units), V(dra) (devices in
+              ResourceSlices), V(both), or V(none).
+          returned: when O(dra) is set and resource.k8s.io/v1 is served
+          type: str
+          sample: dra
+        dra:
+          description:
+            - The node's Dynamic Resource Allocation ledger, null when no ResourceSlice publishes devices on it.
+          returned: when O(dra) is set and resource.k8s.io/v1 is served
+          type: dict
+          contains:
+            drivers:
+              description:
+                - Per driver (V(gpu.nvidia.com) for NVIDIA's DRA driver) - C(pools), C(total), C(allocated) and C(free)
+                  devices, C(classes) (per DeviceClass whose selectors match its devices, the same counts and
+                  C(evaluated), V(false) for a class whose CEL selector this module does not evaluate) and C(devices).
+                - Each device has C(name) (V(gpu-0)), C(pool), C(uuid), C(product), C(type) (V(gpu) or V(mig)), C(memory)
+                  in bytes, C(classes), C(allocated), and when allocated C(claim) (namespace, name, uid,
+                  C(extended_resource) for a claim the scheduler made for a plain extended resource request),
+                  C(request) and C(holders) (the pods the claim is reserved for).
+              returned: success
+              type: dict
+              sample: {"gpu.nvidia.com": {"pools": ["prod102"], "total": 1, "allocated": 0, "free": 1, "classes": {}, "devices": []}}
         operator_running:
           description:
             - Per GPU Operator component, whether one of its pods is Running on this node.
@@ -327,6 +368,12 @@ ledger:
           returned: success
           type: str
           sample: Unschedulable
+        claims:
+          description: The ResourceClaims the pod uses (resolved names), when O(dra) is set.
+          returned: when O(dra) is set
+          type: list
+          elements: str
+          sample: ["gpu-demo-queue-gpu-x7k2p"]
         message:
           description: The scheduler's message in the C(PodScheduled) condition.
           returned: success
@@ -337,6 +384,22 @@ ledger:
           returned: success
           type: str
           sample: null
+    dra_totals:
+      description: Per DRA driver, the sums over the reported nodes of total, allocated and free devices.
+      returned: when O(dra) is set and resource.k8s.io/v1 is served
+      type: dict
+      sample: {"gpu.nvidia.com": {"total": 1, "allocated": 1, "free": 0}}
+    device_classes:
+      description: The names of the cluster's DeviceClasses.
+      returned: when O(dra) is set and resource.k8s.io/v1 is served
+      type: list
+      elements: str
+      sample: ["gpu.nvidia.com", "mig.nvidia.com"]
+    dra_served:
+      description: Whether the API server serves resource.k8s.io/v1.
+      returned: when O(dra) is set
+      type: bool
+      sample: true
     operator:
       description: The GPU Operator pods of O(operator_namespace).
       returned: when O(operator_namespace) is set
@@ -369,7 +432,8 @@ read_strategy:
 api_calls:
   description:
     - Kubernetes API reads made (node list or get, pod lists, operator pod list). A paginated list counts as one.
-    - V(node) reads take 3 (4 with O(operator_namespace)), V(fleet) reads 2 (3).
+    - V(node) reads take 3 (4 with O(operator_namespace)), V(fleet) reads 2 (3); with O(dra), a V(fleet) read 3 more and a
+      V(node) read 2 more plus one per ResourceClaim the node's pods use.
     - Does not include kubernetes.core's one-time API discovery when it meets a cluster for the first time.
   returned: success
   type: int

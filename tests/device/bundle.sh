@@ -34,7 +34,7 @@ if [ ! -x "$allinone" ]; then
   (cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$allinone.tmp" ./allinone)
   mv "$allinone.tmp" "$allinone"
 fi
-simnode=$(cd "$root/tests/sim" && "$root/.venv/bin/python" -c 'import nodes; print(nodes.simnode_binary())')
+simnode=$(cd "$root/tests/sim" && "$root/.venv/bin/python" -c 'import nodes; print(nodes.simnode_binary())' | tail -1)  # (a cold build prints a line first)
 
 rm -rf "$out" && mkdir -p "$out/bin" "$out/wheels"
 log "compressing the binaries (xz; etcd stripped of its symbols first: 39 -> 27 MB)"

@@ -8,7 +8,15 @@
 # Needs the bundle (`make device-bundle` here, carried as .build/device-bundle) and nothing from the network.
 # Writes what it shows into $OUT/walkthrough.tar.gz (or .build/device-out/): the replay, the transcripts, the
 # reports (the device tool brings back at most 8 files).
-#   bash tests/device/walkthrough.sh [--gib 8]
+#   bash tests/device/walkthrough.sh [--gib 8] [--nvidia-device-plugin PATH [--strategies "LIST:ID ..."]]
+#
+# --nvidia-device-plugin: NVIDIA's own device plugin (a binary built from github.com/NVIDIA/k8s-device-plugin,
+# `go build ./cmd/nvidia-device-plugin`; PATH may be .xz) replaces ours after the replay, once per strategy
+# (default: every DEVICE_LIST_STRATEGY with each DEVICE_ID_STRATEGY), and the product runs against it each time.
+# It runs as the sim runs the kubelet: in its own mount namespace where the node's device-plugins folder is
+# /var/lib/kubelet/device-plugins (its socket's fixed home) and the node's var/run/cdi is /var/run/cdi (where it
+# writes its CDI spec, which our runtime reads); outside a daemonset it needs --driver-root-ctr-path=/ (the driver
+# is at /, not at the daemonset's /driver-root) and, with no nvidia-ctk here, --cdi-disable-hooks=all.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle="$root/.build/device-bundle"
@@ -17,7 +25,19 @@ final=${OUT:-$root/.build/device-out}
 out="$work/out"
 py=${GPUOPS_DEVICE_PYTHON:-python3}
 gib=8
-[ "${1:-}" = "--gib" ] && gib=$2
+nvidia_plugin=""
+strategies="envvar:uuid envvar:index volume-mounts:uuid volume-mounts:index cdi-annotations:uuid cdi-annotations:index cdi-cri:uuid cdi-cri:index"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --gib) gib=$2; shift 2 ;;
+    --nvidia-device-plugin) nvidia_plugin=$2; shift 2 ;;
+    --strategies) strategies=$2; shift 2 ;;
+    *) echo "walkthrough.sh: unknown argument $1 (want --gib N, --nvidia-device-plugin PATH, --strategies LIST)" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$nvidia_plugin" ] && [ ! -f "$nvidia_plugin" ]; then
+  echo "walkthrough.sh: --nvidia-device-plugin $nvidia_plugin: no such file (build it from NVIDIA's repository)" >&2; exit 2
+fi
 started=$SECONDS
 log() { printf '[walkthrough %4ds] %s\n' $((SECONDS - started)) "$*"; }
 rm -rf "$out" && mkdir -p "$out" "$work/bin" "$final"
@@ -53,6 +73,7 @@ try:
 except OSError as error:
     print(error); sys.exit(1)'; }
 cleanup() {
+  [ -n "${nvidia_pid:-}" ] && kill "$nvidia_pid" 2>/dev/null || true
   "$py" tests/sim/simctl.py down || true
   [ -n "${standin:-}" ] && kill "$standin" 2>/dev/null || true
   cp -r .sim/logs "$out/sim-logs" 2>/dev/null || true
@@ -76,16 +97,61 @@ grep -h "registered" .sim/logs/plugin-prod102-*.log | head -3
 log "the seed's kubectl replay"
 bash tests/device/kubectl_replay.sh 2>&1 | tee "$out/kubectl-replay.txt"
 
-log "the product: ansible-playbook playbooks/gpu_demo.yml -i inventory/sim (node processes through NVML)"
 node_dir="$root/.sim/run/nodes/prod102"
-for lang in en zh; do
+product() {   # lang, run id
   vars=$(printf '{"gpu_demo_node_processes": true, "gpu_demo_node_processes_options": {"source": "nvml",
     "pod_resources_socket": "%s", "checkpoint_path": "%s"}, "gpu_demo_report_dir": "%s", "gpu_demo_report_lang": "%s",
-    "gpu_demo_run_id": "h200-%s"}' "$node_dir/kubelet/pod-resources/kubelet.sock" \
-    "$node_dir/device-plugins/kubelet_internal_checkpoint" "$out" "$lang" "$lang")
-  ansible-playbook playbooks/gpu_demo.yml -i inventory/sim -e "$vars" 2>&1 | tee "$out/ansible-$lang.txt" | tail -25
-done
+    "gpu_demo_run_id": "%s"}' "$node_dir/kubelet/pod-resources/kubelet.sock" \
+    "$node_dir/device-plugins/kubelet_internal_checkpoint" "$out" "$1" "$2")
+  ansible-playbook playbooks/gpu_demo.yml -i inventory/sim -e "$vars" 2>&1 | tee "$out/ansible-$2.txt" | tail -25
+}
+allocatable_is() {   # value, seconds
+  for _ in $(seq $(($2 * 5))); do
+    [ "$(kubectl get node prod102 -o jsonpath='{.status.allocatable.nvidia\.com/gpu}')" = "$1" ] && return 0
+    sleep 0.2
+  done
+  echo "allocatable nvidia.com/gpu did not become $1 in $2 s" >&2; return 1
+}
+if [ -z "$nvidia_plugin" ]; then
+  log "the product: ansible-playbook playbooks/gpu_demo.yml -i inventory/sim (node processes through NVML)"
+  for lang in en zh; do product "$lang" "h200-$lang"; done
+else
+  case $nvidia_plugin in
+    *.xz) xz -dc "$nvidia_plugin" > "$work/bin/nvidia-device-plugin" ;;
+    *) cp "$nvidia_plugin" "$work/bin/nvidia-device-plugin" ;;
+  esac
+  chmod +x "$work/bin/nvidia-device-plugin"
+  "$work/bin/nvidia-device-plugin" --version | tee "$out/nvidia-device-plugin-version.txt"
+  log "NVIDIA's device plugin instead of ours: simctl stop plugin-prod102-nvidia.com-gpu"
+  "$py" tests/sim/simctl.py stop plugin-prod102-nvidia.com-gpu
+  allocatable_is 0 30
+  mkdir -p /var/run/cdi "$node_dir/var/run/cdi"
+  for pair in $strategies; do
+    list=${pair%%:*} id=${pair#*:}
+    flags="--device-list-strategy=$list --device-id-strategy=$id --driver-root-ctr-path=/ --cdi-disable-hooks=all"
+    log "NVIDIA's device plugin: $flags"
+    rm -f "$node_dir/var/run/cdi/"*.json
+    # shellcheck disable=SC2016,SC2086  # $0 and $@ are the inner shell's; the flags are words
+    unshare --mount --propagation private -- sh -c 'mount --bind "$0/device-plugins" /var/lib/kubelet/device-plugins &&
+      mount --bind "$0/var/run/cdi" /var/run/cdi && exec "$@"' "$node_dir" "$work/bin/nvidia-device-plugin" $flags \
+      > "$out/nvidia-device-plugin-$list-$id.log" 2>&1 &
+    nvidia_pid=$!
+    allocatable_is 1 60 || { cat "$out/nvidia-device-plugin-$list-$id.log"; exit 1; }
+    grep -h "Registered device plugin\|Starting\|CDI spec\|strategy" "$out/nvidia-device-plugin-$list-$id.log" | head -5 || true
+    ls -l "$node_dir/var/run/cdi/"
+    cp "$node_dir/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json" "$out/cdi-spec-$list-$id.json" 2>/dev/null || true
+    product en "h200-nvidia-$list-$id" || failed="${failed:-} $pair"
+    if [ "$pair" = "volume-mounts:uuid" ]; then
+      product zh "h200-nvidia-$list-$id-zh" || failed="${failed:-} $pair(zh)"
+    fi
+    kill "$nvidia_pid"; wait "$nvidia_pid" 2>/dev/null || true
+    nvidia_pid=""
+    allocatable_is 0 30
+  done
+  log "NVIDIA's device plugin, every strategy run: failed:${failed:- none}"
+fi
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv | tee "$out/compute-apps.csv"
 echo "stand-in /health after: $(health)"
 kubectl get pods -A
 log "done"
+[ -z "${failed:-}" ]

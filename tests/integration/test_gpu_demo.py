@@ -172,15 +172,6 @@ def test_one_pod_asking_for_every_unit_is_rejected_at_admission(sim, topology, t
     assert run.check("run_pods_gone")["passed"] and run.check("ledger_restored")["passed"]
 
 
-def test_visible_devices_unset_with_cdi(sim, topology, tmp_path):
-    topology("cdi")
-    run = run_demo(sim, tmp_path)
-    assert_clean_pass(run)
-    hold = run.result["hold"]
-    assert hold["visible_devices_modes"] == ["unset"] and len(hold["distinct_uuids"]) == 2
-    assert "legitimate with CDI" in run.check("hold_env_corroborates")["detail"]
-
-
 def test_mig_resource_hands_over_mig_devices(sim, topology, tmp_path):
     """The mixed strategy's nvidia.com/mig-1g.10gb: the units are MIG devices, the variable names their MIG UUIDs."""
     topology("mig-mixed")
@@ -190,7 +181,7 @@ def test_mig_resource_hands_over_mig_devices(sim, topology, tmp_path):
     assert hold["unit_kind"] == "mig" and hold["units_seen"] == 7 and len(hold["distinct_uuids"]) == 7
     assert all(device.startswith("MIG-") for device in hold["distinct_uuids"])
     assert len({unit["gpu_uuid"] for unit in hold["units"]}) == 1  # seven slices of one H100
-    assert "it names the MIG devices nvidia-smi shows" in run.check("hold_env_corroborates")["detail"]
+    assert "they name the MIG devices nvidia-smi shows" in run.check("hold_env_corroborates")["detail"]
     seen = run.result["queue"]["evidence"]["unit_uuids"]
     assert len(seen) == 1 and seen[0] in hold["distinct_uuids"]
     assert run.markdown.read_text().startswith("# Walking nvidia.com/mig-1g.10gb through the scheduler on prod102")

@@ -35,7 +35,12 @@ def api_clients(kubeconfig: str) -> dict:
     api_client = config.new_client_from_config(config_file=kubeconfig)
     return {"core": client.CoreV1Api(api_client), "apps": client.AppsV1Api(api_client),
             "scheduling": client.SchedulingV1Api(api_client), "rbac": client.RbacAuthorizationV1Api(api_client),
-            "policy": client.PolicyV1Api(api_client)}
+            "policy": client.PolicyV1Api(api_client), "resource": client.ResourceV1Api(api_client) if hasattr(client, "ResourceV1Api") else None}
+
+
+def _claim_template(name):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}
 
 
 def test_full_playbook_passes_with_only_the_service_account_token(sim, identity):
@@ -53,6 +58,22 @@ def test_full_playbook_passes_with_only_the_service_account_token(sim, identity)
     assert report["hold"]["distinct_uuids"] and report["queue"]["evidence"]["uuids"]
     assert identity["token"] not in output_of(run)
     assert demo_pods(admin) == [] and ledger(admin) == before
+
+
+def test_the_walk_through_dra_passes_with_only_the_service_account_token(sim, identity):
+    # The same token on a node whose GPU only DRA publishes: claim templates, claims, slices and classes are enough.
+    sim.use_topology("dra")
+    try:
+        run_id = new_run_id("rbac-dra")
+        inventory = write_inventory(identity["dir"] / run_id, sim, gpu_demo_kubeconfig=identity["kubeconfig"])
+        env = run_env(sim, KUBECONFIG=identity["kubeconfig"], K8S_AUTH_KUBECONFIG=identity["kubeconfig"])
+        run = run_playbook(inventory, env, {"gpu_demo_run_id": run_id})
+        assert run.returncode == 0, tail(run)
+        report = read_report(identity["dir"] / run_id / "reports", run_id)
+        assert report["passed"] is True and report["before"]["allocation"] == "dra", report["failed_checks"]
+        assert sim.kubectl("get", "resourceclaims,resourceclaimtemplates", "-n", NAMESPACE, "-o", "name").stdout == ""
+    finally:
+        sim.use_topology("default")
 
 
 def test_a_token_without_the_rules_is_refused_before_anything_is_created(sim, identity):
@@ -117,6 +138,14 @@ FORBIDDEN = {
         "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}]}, dry_run="All"),
     "create-serviceaccount-token-for-other-sa": lambda api: api["core"].create_namespaced_service_account_token(
         "default", NAMESPACE, {"spec": {"audiences": []}}, dry_run="All"),
+    # DRA: templates only in the demo namespace, no DeviceClass or ResourceSlice written, no claim deleted elsewhere.
+    "create-resourceclaimtemplate-in-default": lambda api: api["resource"].create_namespaced_resource_claim_template(
+        "default", _claim_template("gpuops-it"), dry_run="All"),
+    "create-deviceclass": lambda api: api["resource"].create_device_class(
+        {"metadata": {"name": "gpuops-it.example.com"}, "spec": {}}, dry_run="All"),
+    "delete-resourceslices": lambda api: api["resource"].delete_collection_resource_slice(dry_run="All"),
+    "delete-resourceclaims-in-default": lambda api: api["resource"].delete_collection_namespaced_resource_claim(
+        "default", dry_run="All"),
 }
 
 
@@ -136,6 +165,11 @@ ALLOWED = {
     "list-pods-everywhere": lambda api: api["core"].list_pod_for_all_namespaces(),
     "list-events-in-gpu-operator": lambda api: api["core"].list_namespaced_event(NAMESPACE),
     "read-priorityclass": lambda api: api["scheduling"].read_priority_class(PRIORITY_CLASS),
+    "create-resourceclaimtemplate-in-gpu-operator": lambda api: api["resource"].create_namespaced_resource_claim_template(
+        NAMESPACE, _claim_template("gpuops-it"), dry_run="All"),
+    "list-resourceslices": lambda api: api["resource"].list_resource_slice(),
+    "list-deviceclasses": lambda api: api["resource"].list_device_class(),
+    "list-resourceclaims-everywhere": lambda api: api["resource"].list_resource_claim_for_all_namespaces(),
 }
 
 

@@ -76,12 +76,14 @@ def test_time_slicing_rejects_a_request_above_one(fresh):
     assert "maximum request size for shared resources is 1" in pod["status"]["message"]
 
 
-def test_cdi_leaves_the_variable_unset_but_nvidia_smi_shows_the_card(fresh):
+def test_cdi_devices_are_resolved_from_the_plugins_spec_which_voids_the_variable(fresh):
+    """cdi-cri: the plugin sets no variable; the runtime resolves the CDI name against the spec the plugin wrote,
+    which injects the card's device node and sets NVIDIA_VISIBLE_DEVICES=void, as NVIDIA's spec does."""
     fresh.use_topology("cdi")
     fresh.kubectl("apply", "-f", "-", input=gpu_pod("cdi", "nvidia-smi -L; echo visible=${NVIDIA_VISIBLE_DEVICES-unset}"))
     wait_phase(fresh, "cdi", ("Succeeded",))
     output = logs(fresh, "cdi")
-    assert "visible=unset" in output
+    assert "visible=void" in output
     assert len([line for line in output.splitlines() if line.startswith("GPU 0: NVIDIA H20 (UUID: GPU-")]) == 1
 
 

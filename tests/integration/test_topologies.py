@@ -1,7 +1,7 @@
 """Every topology of tests/sim/topologies runs the full demo to its expected end on real-kubelet nodes.
 
-(default, four-gpus, time-slicing, cdi, busy and no-gpu have their own tests in test_gpu_demo.py; vllm-api-key in
-test_safety_secrets.py.)
+(default, four-gpus, time-slicing, busy and no-gpu have their own tests in test_gpu_demo.py; cdi and strategy-* in
+test_strategies.py; vllm-api-key in test_safety_secrets.py.)
 """
 from __future__ import annotations
 

@@ -1,11 +1,14 @@
 """`nvidia-smi` inside a simulated container: prints what the real one prints for the pod's GPUs.
 
 The node's runtime puts a wrapper on every container's PATH that calls this with the node's GPU state file.
-Which GPUs it lists is decided as the NVIDIA container toolkit decides which devices a container gets, from
-the container's environment only: the devices a CDI injection named (GPUOPS_SIM_CDI_DEVICES, set by the
-runtime from the CDI devices the kubelet passed), else NVIDIA_VISIBLE_DEVICES (UUIDs, MIG UUIDs, indexes
-`0` / `0:3`, `all`; unset, empty, `void` and `none` give no GPU). It never reads the allocation from
-anywhere else, so a device plugin that names the wrong device shows here as the wrong GPU. (`--visible`,
+Which GPUs it lists is what the container was given, as containerd and the NVIDIA container toolkit give them:
+the GPU device nodes its CDI devices injected (the runtime resolves them against the node's CDI specs and, there
+being no real /dev/nvidiaN here, lists the injected nodes in GPUOPS_SIM_DEVICE_NODES; /dev/nvidiaN is the GPU
+whose minor is N), and the devices the toolkit's hook picks: the entries of /var/run/nvidia-container-devices
+(the device plugin's volume mounts, which the runtime mounts in the container's own mount namespace), else
+NVIDIA_VISIBLE_DEVICES (UUIDs, MIG UUIDs, indexes `0` / `0:3`, `all`; unset, empty, `void` and `none` give no
+GPU). It never reads the allocation from anywhere else, so a device plugin that names the wrong device shows
+here as the wrong GPU. (`--visible`,
 a JSON list, overrides this for tools run on the node itself, which see every GPU.) Supported: `-L`, `--query-gpu=...` and `--query-compute-apps=...` with
 `--format=csv[,noheader][,nounits]`, `-i`, and the plain table's first lines. Output formats follow the
 real H200 captures in tests/unit/fixtures/nvidia-smi-h200.
@@ -32,23 +35,46 @@ def list_gpus(gpus: list, visible: list) -> str:
     return "\n".join(lines)
 
 
-def visible_from_environment(gpus: list, environ) -> list:
-    """[{"gpu": index, "mig": MIG index or None}] the container's devices, as the toolkit would inject them."""
-    cdi = environ.get("GPUOPS_SIM_CDI_DEVICES")
-    names = cdi if cdi else environ.get("NVIDIA_VISIBLE_DEVICES", "")
-    if names.strip() in ("", "void", "none"):
-        return []
-    if names.strip() == "all":
-        return [{"gpu": gpu["index"], "mig": mig["index"]} for gpu in gpus for mig in gpu.get("mig_devices") or []] + \
-               [{"gpu": gpu["index"], "mig": None} for gpu in gpus if not gpu.get("mig_devices")]
+DEVICE_LIST_DIR = "/var/run/nvidia-container-devices"
+
+
+def device_names(environ, device_list_dir: str = DEVICE_LIST_DIR) -> list:
+    """The devices the toolkit's hook picks: the device folder's entries when there are any, else the variable's."""
+    try:
+        entries = sorted(os.listdir(device_list_dir))
+    except OSError:
+        entries = []
+    if entries:
+        return entries
+    names = [part.strip() for part in environ.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if part.strip()]
+    return [] if "void" in names or "none" in names else names
+
+
+def visible_from_environment(gpus: list, environ, device_list_dir: str = DEVICE_LIST_DIR) -> list:
+    """[{"gpu": index, "mig": MIG index or None}] the container's devices, as the runtime and toolkit inject them."""
     visible = []
-    for name in (part.strip() for part in names.split(",")):
+
+    def add(entry):
+        if entry not in visible:
+            visible.append(entry)
+
+    for node in filter(None, environ.get("GPUOPS_SIM_DEVICE_NODES", "").split(",")):
+        for gpu in gpus:
+            if node == f"/dev/nvidia{gpu.get('minor', gpu['index'])}":
+                add({"gpu": gpu["index"], "mig": None})
+    names = device_names(environ, device_list_dir)
+    if "all" in names:
+        for gpu in gpus:
+            for mig in gpu.get("mig_devices") or [None]:
+                add({"gpu": gpu["index"], "mig": mig["index"] if mig else None})
+        return visible
+    for name in names:
         for gpu in gpus:
             if name in (gpu["uuid"], str(gpu["index"])):
-                visible.append({"gpu": gpu["index"], "mig": None})
+                add({"gpu": gpu["index"], "mig": None})
             for mig in gpu.get("mig_devices") or []:
                 if name in (mig["uuid"], f"{gpu['index']}:{mig['index']}"):
-                    visible.append({"gpu": gpu["index"], "mig": mig["index"]})
+                    add({"gpu": gpu["index"], "mig": mig["index"]})
     return visible
 
 

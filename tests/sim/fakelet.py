@@ -397,16 +397,14 @@ class FakeKubelet:
         gpus = self.gpus[run.node]
         visible = self._visible_gpus(run)
         if gpus and run.devices:
-            mode = gpus.visible_devices
-            if mode == "uuid":
+            # Light nodes (the fleet benchmark) hand GPUs over only through the variable.
+            if "envvar" in gpus.device_list_strategy and gpus.device_id_strategy == "uuid":
                 env["NVIDIA_VISIBLE_DEVICES"] = ",".join(device["id"].split("::")[0] if not device["mig"] else device["id"]
                                                          for device in run.devices)
-            elif mode == "index":
+            elif "envvar" in gpus.device_list_strategy:
                 env["NVIDIA_VISIBLE_DEVICES"] = ",".join(
                     str(device["gpu"].index) if not device["mig"] else f"{device['gpu'].index}:{device['mig']['index']}"
                     for device in run.devices)
-            elif mode == "void":
-                env["NVIDIA_VISIBLE_DEVICES"] = "void"
             env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"
         elif gpus and gpus.ledger_bypass and visible:
             env["NVIDIA_VISIBLE_DEVICES"] = "all"

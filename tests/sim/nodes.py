@@ -13,13 +13,20 @@ Per node, under .sim/run/nodes/<node>/:
   bin/nvidia-smi           nvidia-smi as a tool on the node sees it: every GPU
   container-bin/nvidia-smi nvidia-smi inside a container: only the devices its environment names
   proc/, run/containerd/   what node-side tools read about processes outside the ledger (topology `processes`)
+  etc/cdi/, var/run/cdi/    the node's CDI spec folders (containerd's /etc/cdi and /var/run/cdi): the runtime resolves
+                           CDI device names against the specs there; our device plugin writes its spec into the second
   plugin-*.json, faults.json, not-ready, kubelet.yaml
+  dra-driver.json          on a DRA node (gpu.allocation: dra), instead of a device plugin: our DRA driver's GPUs; it
+                           writes each prepared claim's CDI spec into var/run/cdi/ (the chart's CDI_ROOT). The
+                           driver registers at kubelet/plugins_registry/ and keeps its socket in kubelet/plugins/,
+                           both under the kubelet's own --root-dir, so each node has its own.
 
 What the kubelet changes on the host, and how it is put back (restore_host): it writes a few kernel sysctls
 (protectKernelDefaults false: vm.overcommit_memory, vm.panic_on_oom, kernel.panic, kernel.panic_on_oops,
 kernel.keys.root_maxkeys/root_maxbytes): their values before the first kubelet of any simulated cluster on the
 machine are saved in /run/gpuops-sim/host-sysctls.json and written back by the `simctl down` of the last cluster
-to go. The mount point /var/lib/kubelet/device-plugins is created if missing, and removed then if it was.
+to go. The mount points /var/lib/kubelet/device-plugins and
+/var/run/nvidia-container-devices are created if missing, and removed then if they were.
 """
 from __future__ import annotations
 
@@ -40,6 +47,9 @@ import topology as topo
 SIMNODE_SRC = cluster.SIM_SRC / "node"
 FAKE_NVIDIA_SMI = cluster.SIM_SRC / "fake_nvidia_smi.py"
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+# The mount point for the device plugin's volume-mounts answer: each container given devices that way gets its own
+# folder there, in its own mount namespace (gpuops-simnode container-init).
+DEVICE_LIST_DIR = Path("/var/run/nvidia-container-devices")
 SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
 # Raised for as long as clusters run (and put back with the others): each kubelet holds 6 inotify instances and the
@@ -48,6 +58,12 @@ SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/pa
 RAISED_SYSCTLS = {"fs/inotify/max_user_instances": 1024, "fs/inotify/max_user_watches": 524288}
 # Every container on a GPU node runs a CUDA-style image: it asks for compute and utility capabilities.
 GPU_IMAGE_ENV = ("NVIDIA_DRIVER_CAPABILITIES=compute,utility",)
+DRIVER_VERSION, CUDA_VERSION = "570.124.06", "12.8"
+# What NVML reports for the products the topologies use: (architecture, CUDA compute capability).
+ARCHITECTURES = {"H20": ("Hopper", "9.0"), "H100": ("Hopper", "9.0"), "H200": ("Hopper", "9.0"), "A100": ("Ampere", "8.0"),
+                 "L40S": ("Ada Lovelace", "8.9"), "B200": ("Blackwell", "10.0")}
+# MIG GPU-instance profile IDs (NVML), by the profile's slice count.
+MIG_GI_PROFILE_IDS = {1: 19, 2: 14, 3: 9, 4: 5, 7: 0}
 
 
 def simnode_binary() -> Path:
@@ -110,27 +126,68 @@ class Node:
     def faults_file(self) -> Path:
         return self.dir / "faults.json"
 
+    @property
+    def dra(self) -> bool:
+        return bool(self.gpus and self.gpus.dra)
+
+    @property
+    def dra_process(self) -> str:
+        return f"dra-{self.name}"
+
+    @property
+    def cdi_dir(self) -> Path:
+        """Where our DRA driver writes claims' CDI specs: var/run/cdi, NVIDIA's chart's CDI_ROOT (a folder the
+        runtime reads)."""
+        return self.cdi_spec_dirs[1]
+
+    def dra_config(self) -> dict:
+        """Our DRA driver's view of the node's GPUs: what NVML tells NVIDIA's driver about each."""
+        gpus = []
+        for gpu in self.gpus.gpus:
+            architecture, capability = next((value for key, value in ARCHITECTURES.items() if key in gpu.name), ("Hopper", "9.0"))
+            entry = {"minor": gpu.minor, "uuid": gpu.uuid, "productName": gpu.name, "brand": "Nvidia",
+                     "architecture": architecture, "cudaComputeCapability": capability, "driverVersion": DRIVER_VERSION,
+                     "cudaDriverVersion": CUDA_VERSION, "pciBusID": _bus_id(gpu.index).lower()[4:],
+                     "memoryBytes": gpu.memory_mib << 20, "mig": []}
+            for position, mig in enumerate(gpu.mig_devices):
+                slices = int(mig["profile"].split("g.", 1)[0])
+                memory_gb = int(mig["profile"].split("g.", 1)[1].rstrip("gb"))
+                entry["mig"].append({"uuid": mig["uuid"], "profile": mig["profile"],
+                                     "giProfileID": MIG_GI_PROFILE_IDS.get(slices, 19), "placementStart": position * slices,
+                                     "placementSize": slices, "memoryBytes": memory_gb * 1000 << 20,
+                                     "multiprocessors": 16 * slices})
+            gpus.append(entry)
+        return {"node": self.name, "gpus": gpus}
+
     def plugin_configs(self) -> list:
         """Our device plugin's configurations: the node's resource, and on a mixed-MIG node also nvidia.com/gpu with
-        no device (NVIDIA's plugin advertises the whole-GPU resource too, at 0)."""
-        if not self.gpus:
+        no device (NVIDIA's plugin advertises the whole-GPU resource too, at 0). None on a DRA node."""
+        if not self.gpus or self.dra:
             return []
         devices = []
         for unit in self.gpus.units:
             gpu, mig = unit["gpu"], unit["mig"]
             devices.append({"id": unit["id"], "uuid": mig["uuid"] if mig else gpu.uuid,
-                            "index": f"{gpu.index}:{mig['index']}" if mig else str(gpu.index)})
-        configs = [{"resource": self.gpus.resource, "devices": devices, "visible_devices": self.gpus.visible_devices,
+                            "index": f"{gpu.index}:{mig['index']}" if mig else str(gpu.index), "minor": gpu.minor})
+        strategies = {"device_list_strategy": list(self.gpus.device_list_strategy),
+                      "device_id_strategy": self.gpus.device_id_strategy}
+        configs = [{"resource": self.gpus.resource, "devices": devices, **strategies,
                     "fail_requests_greater_than_one": self.gpus.fail_requests_greater_than_one,
                     "replicated": self.gpus.replicas > 1}]
         if self.gpus.resource.startswith("nvidia.com/mig-"):
-            configs.append({"resource": "nvidia.com/gpu", "devices": [], "visible_devices": self.gpus.visible_devices})
+            configs.append({"resource": "nvidia.com/gpu", "devices": [], **strategies})
         return configs
+
+    @property
+    def cdi_spec_dirs(self) -> list:
+        """The node's CDI spec folders, as containerd's cdi_spec_dirs (/etc/cdi, /var/run/cdi): our device plugin
+        writes its spec into the second, as NVIDIA's does; a DRA driver may write claim specs into either."""
+        return [self.dir / "etc" / "cdi", self.dir / "var" / "run" / "cdi"]
 
     # --- files --------------------------------------------------------------------------------------
 
     def write_files(self) -> None:
-        for sub in ("kubelet", "device-plugins", "runtime", "pod-logs", "bin", "container-bin"):
+        for sub in ("kubelet", "device-plugins", "runtime", "pod-logs", "bin", "container-bin", *self.cdi_spec_dirs):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         if self.real_gpus:
             import nvml_gpus  # pylint: disable=import-outside-toplevel  # GPU machines only
@@ -141,6 +198,8 @@ class Node:
         (self.dir / "not-ready").unlink(missing_ok=True)
         for config in self.plugin_configs():
             (self.dir / f"plugin-{config['resource'].replace('/', '-')}.json").write_text(json.dumps(config, indent=1))
+        if self.dra:
+            (self.dir / "dra-driver.json").write_text(json.dumps(self.dra_config(), indent=1))
         (self.dir / "kubelet.yaml").write_text(json.dumps(self.kubelet_config(), indent=1))
 
     def _write_fake_nvidia_smi(self) -> None:
@@ -156,7 +215,7 @@ class Node:
         if self.gpus:
             state["gpus"] = [{"index": g.index, "uuid": g.uuid, "name": g.name, "memory_mib": g.memory_mib,
                               "used_mib": g.used_mib, "mig_devices": g.mig_devices,
-                              "bus_id": f"00000000:{0x18 + g.index * 0x10:02X}:00.0"} for g in self.gpus.gpus]
+                              "minor": g.minor, "bus_id": _bus_id(g.index)} for g in self.gpus.gpus]
             state["processes"] = self.gpus.processes
         (self.dir / "gpus.json").write_text(json.dumps(state, indent=1))
 
@@ -194,6 +253,7 @@ class Node:
     def start(self, k8s_bin: Path, simnode: Path) -> None:
         runtime_argv = [str(simnode), "runtime", "--socket", str(self.dir / "runtime.sock"),
                         "--state-dir", str(self.dir / "runtime"), "--not-ready-file", str(self.dir / "not-ready")]
+        runtime_argv += [arg for folder in self.cdi_spec_dirs for arg in ("--cdi-spec-dir", str(folder))]
         if self.real_gpus:
             # As the NVIDIA container toolkit does: the machine's nvidia-smi and driver libraries in every container
             # given a GPU (here: on its PATH and library path), the devices limited by container-init.
@@ -226,10 +286,21 @@ class Node:
                 'mount --bind "$0" ' + shlex.quote(str(DEVICE_PLUGIN_DIR)) + ' && exec "$@"',
                 str(self.dir / "device-plugins"), *kubelet]
         cluster.start_process(self.sim, self.kubelet_process, argv, marker=f"--root-dir={self.dir / 'kubelet'}")
+        if self.dra:
+            self.start_dra_driver(simnode)
+
+    def start_dra_driver(self, simnode: Path) -> None:
+        argv = [str(simnode), "dra-driver", "--config", str(self.dir / "dra-driver.json"),
+                "--kubeconfig", str(self.sim.kubeconfig), "--kubelet-root-dir", str(self.dir / "kubelet"),
+                "--cdi-root", str(self.cdi_dir), "--faults", str(self.faults_file)]
+        if (self.spec.get("gpu") or {}).get("dra_driver") == "unregistered":
+            argv.append("--no-registration")
+        cluster.start_process(self.sim, self.dra_process, argv, marker=str(self.dir / "dra-driver.json"))
 
     def start_plugin(self, simnode: Path, resource: str) -> None:
         argv = [str(simnode), "plugin", "--plugin-dir", str(self.dir / "device-plugins"),
-                "--config", str(self.dir / f"plugin-{resource.replace('/', '-')}.json"), "--faults", str(self.faults_file)]
+                "--config", str(self.dir / f"plugin-{resource.replace('/', '-')}.json"), "--faults", str(self.faults_file),
+                "--cdi-spec-dir", str(self.cdi_spec_dirs[1])]
         cluster.start_process(self.sim, self.plugin_process(resource), argv,
                               marker=str(self.dir / f"plugin-{resource.replace('/', '-')}.json"))
 
@@ -245,13 +316,15 @@ class Node:
 
     def processes(self) -> list:
         names = [self.kubelet_process, self.runtime_process] + ([self.health_process] if self.real_gpus else [])
+        names += [self.dra_process] if self.dra else []
         return names + [self.plugin_process(config["resource"]) for config in self.plugin_configs()]
 
     def stop(self) -> None:
         # The kubelet first (it would restart what the runtime stops), then the plugins, then the runtime, which
         # ends its containers.
         cluster.stop_processes(self.sim, [self.kubelet_process])
-        cluster.stop_processes(self.sim, [self.plugin_process(c["resource"]) for c in self.plugin_configs()] + [self.health_process])
+        cluster.stop_processes(self.sim, [self.plugin_process(c["resource"]) for c in self.plugin_configs()]
+                               + [self.dra_process, self.health_process])
         cluster.stop_processes(self.sim, [self.runtime_process])
 
     # --- what tools on the node read -----------------------------------------------------------------
@@ -282,6 +355,11 @@ class Node:
             cmdline = process.get("cmdline", process["name"])
             (proc_dir / "cmdline").write_bytes(cmdline.replace(" ", "\0").encode() + b"\0")
             (proc_dir / "comm").write_text(process["name"].rsplit("/", 1)[-1][:15] + "\n")
+
+
+def _bus_id(index: int) -> str:
+    """A simulated GPU's PCI bus ID as nvidia-smi prints it."""
+    return f"00000000:{0x18 + index * 0x10:02X}:00.0"
 
 
 def _write_script(path: Path, line: str) -> None:
@@ -322,7 +400,7 @@ def _host_lock():
 @contextlib.contextmanager
 def host_in_use(sim: cluster.SimDir):
     """Held while a cluster starts kubelets: saves what they will change on the host (once for the machine) and
-    makes the device-plugins mount point; no other cluster's `down` puts the host back meanwhile."""
+    makes the device-plugins and device-list mount points; no other cluster's `down` puts the host back meanwhile."""
     with _host_lock():
         if _machine_record(sim) is None:
             values = {}
@@ -332,9 +410,15 @@ def host_in_use(sim: cluster.SimDir):
                 except OSError:
                     continue
             _host_record().write_text(json.dumps(
-                {"sysctls": values, "created_device_plugin_dir": not DEVICE_PLUGIN_DIR.exists()}, indent=1) + "\n")
+                {"sysctls": values, "created_device_plugin_dir": not DEVICE_PLUGIN_DIR.exists(),
+                 "created_device_list_dir": not DEVICE_LIST_DIR.exists()}, indent=1) + "\n")
         _raise_limits()
+        saved = json.loads(_host_record().read_text())
+        if "created_device_list_dir" not in saved:   # a record from before that mount point
+            saved["created_device_list_dir"] = not DEVICE_LIST_DIR.exists()
+            _host_record().write_text(json.dumps(saved, indent=1) + "\n")
         DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
+        DEVICE_LIST_DIR.mkdir(parents=True, exist_ok=True)
         yield
 
 
@@ -381,6 +465,13 @@ def restore_host(sim: cluster.SimDir) -> list:
                 except OSError:
                     left.append(f"{path} (not empty)")
                     break
+        if saved.get("created_device_list_dir"):
+            try:
+                DEVICE_LIST_DIR.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(f"{DEVICE_LIST_DIR} (not empty)")
         record.unlink()
         return left
 

@@ -26,12 +26,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cluster  # noqa: E402  pylint: disable=wrong-import-position
 import nodes as real_nodes  # noqa: E402  pylint: disable=wrong-import-position
+import dra_classes  # noqa: E402  pylint: disable=wrong-import-position
 import topology as topo  # noqa: E402  pylint: disable=wrong-import-position
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 # Node-side components are named per node: kubelet-<node>, runtime-<node>, plugin-<node>-<resource>; or the
 # fakelet, for topologies of light nodes (benchmarks of many nodes: `light_nodes: true`).
-NODE_PREFIXES = ("kubelet-", "runtime-", "plugin-", "nvml-health-")
+NODE_PREFIXES = ("kubelet-", "runtime-", "plugin-", "dra-", "nvml-health-")
 MAX_NODES = 64   # kubelet ports: sim.ports.kubelet + 2 * position (and + 1 for healthz)
 
 
@@ -162,7 +163,11 @@ def start_nodes(sim: cluster.SimDir, topology_file: Path) -> None:
                      for pod in spec.get("pods") or []}
     expected_gpus = {node["name"]: (gpus.resource, str(len(gpus.units)))
                      for node in spec["nodes"] for gpus in [topo.node_gpus(node)]
-                     if gpus and (node.get("ready", True) or not spec.get("light_nodes"))}
+                     if gpus and not gpus.dra and (node.get("ready", True) or not spec.get("light_nodes"))}
+    # DRA nodes: their driver's ResourceSlice holds every device.
+    expected_slices = {node["name"]: len(gpus.units) for node in spec["nodes"] for gpus in [topo.node_gpus(node)]
+                       if gpus and gpus.dra}
+    dra_classes.install(sim, bool(expected_slices))
 
     def settled():
         found = core.list_node().items
@@ -172,7 +177,8 @@ def start_nodes(sim: cluster.SimDir, topology_file: Path) -> None:
         phases = {(pod.metadata.namespace, pod.metadata.name): pod.status.phase
                   for pod in core.list_pod_for_all_namespaces().items}
         pods_ok = all(phases.get(key) in wanted for key, wanted in expected_pods.items())
-        return expected_ready <= ready and gpus_ok and pods_ok
+        slices_ok = not expected_slices or dra_classes.published_devices(sim) == expected_slices
+        return expected_ready <= ready and gpus_ok and pods_ok and slices_ok
 
     check_alive(sim, watched, settled, 90, "the nodes to be Ready, advertise their GPUs and run the topology's pods")
     pods = {f"{pod.metadata.namespace}/{pod.metadata.name}": core.api_client.sanitize_for_serialization(pod)

@@ -12,7 +12,10 @@ from pathlib import Path
 import yaml
 
 TOPOLOGIES = Path(__file__).resolve().parent / "topologies"
-VISIBLE_DEVICE_MODES = ("uuid", "index", "unset", "void")
+# NVIDIA's device plugin: DEVICE_LIST_STRATEGY and DEVICE_ID_STRATEGY (api/config/v1/strategy.go, consts.go).
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+DEVICE_ID_STRATEGIES = ("uuid", "index")
+ALLOCATIONS = ("device_plugin", "dra")
 
 
 class TopologyError(ValueError):
@@ -27,6 +30,11 @@ class Gpu:
     memory_mib: int
     used_mib: int = 0
     mig_devices: list = field(default_factory=list)   # [{"index", "uuid", "profile"}]
+    minor: int = -1   # its /dev/nvidiaN; the index unless given
+
+    def __post_init__(self):
+        if self.minor < 0:
+            self.minor = self.index
 
 
 @dataclass
@@ -37,9 +45,15 @@ class NodeGpus:
     gpus: list
     replicas: int = 1
     fail_requests_greater_than_one: bool = False
-    visible_devices: str = "uuid"
+    device_list_strategy: tuple = ("envvar",)
+    device_id_strategy: str = "uuid"
     ledger_bypass: bool = False
     processes: list = field(default_factory=list)
+    allocation: str = "device_plugin"   # or "dra": the GPUs are ResourceSlices of driver gpu.nvidia.com
+
+    @property
+    def dra(self) -> bool:
+        return self.allocation == "dra"
 
     @property
     def units(self) -> list:
@@ -88,36 +102,62 @@ def node_gpus(node: dict) -> NodeGpus | None:
     uuids = spec.get("uuids") or [_stable_uuid("GPU", node["name"], index) for index in range(count)]
     if len(uuids) != count:
         raise TopologyError(f"node {node['name']}: gpu.uuids has {len(uuids)} entries, gpu.count is {count}")
-    visible = spec.get("visible_devices", "uuid")
-    if visible not in VISIBLE_DEVICE_MODES:
-        raise TopologyError(f"node {node['name']}: gpu.visible_devices must be one of {VISIBLE_DEVICE_MODES}, got {visible!r}")
+    list_strategy, id_strategy = strategies(node["name"], spec)
+    allocation = allocation_of(node["name"], spec)
     used = {int(index): int(mib) for index, mib in (spec.get("memory_used_mib") or {}).items()}
+    minors = [int(minor) for minor in spec.get("minors") or range(count)]
+    if len(minors) != count or len(set(minors)) != count:
+        raise TopologyError(f"node {node['name']}: gpu.minors needs {count} distinct numbers, got {spec.get('minors')}")
     mig = spec.get("mig")
     gpus = []
     for index, gpu_uuid in enumerate(uuids):
         gpu = Gpu(index=index, uuid=gpu_uuid, name=product, memory_mib=int(spec.get("memory_mib", 97871)),
-                  used_mib=used.get(index, 0))
+                  used_mib=used.get(index, 0), minor=minors[index])
         if mig:
             gpu.mig_devices = [{"index": mig_index, "profile": mig["profile"],
                                 "uuid": _stable_uuid("MIG", gpu_uuid, mig_index)}
                                for mig_index in range(int(mig.get("per_gpu", 7)))]
         gpus.append(gpu)
+    if mig and any(name.startswith("cdi-") for name in list_strategy):
+        raise TopologyError(f"node {node['name']}: the CDI strategies are not simulated on MIG devices")
     resource = spec.get("resource") or (f"nvidia.com/mig-{mig['profile']}" if mig else "nvidia.com/gpu")
     return NodeGpus(resource=resource, gpus=gpus, replicas=int(spec.get("replicas", 1)),
                     fail_requests_greater_than_one=bool(spec.get("fail_requests_greater_than_one", False)),
-                    visible_devices=visible, ledger_bypass=bool(spec.get("ledger_bypass", False)),
-                    processes=list(spec.get("processes") or []))
+                    device_list_strategy=list_strategy, device_id_strategy=id_strategy, ledger_bypass=bool(spec.get("ledger_bypass", False)),
+                    processes=list(spec.get("processes") or []), allocation=allocation)
 
 
 def real_gpus(spec: dict) -> NodeGpus:
     """`gpu: {nvml: true}`: this machine's own GPUs, as NVML reports them (a GPU machine, tests/device)."""
     import nvml_gpus  # pylint: disable=import-outside-toplevel  # needs pynvml and a driver
-    gpus = [Gpu(index=gpu["index"], uuid=gpu["uuid"], name=gpu["name"], memory_mib=gpu["memory_mib"])
+    gpus = [Gpu(index=gpu["index"], uuid=gpu["uuid"], name=gpu["name"], memory_mib=gpu["memory_mib"], minor=gpu["minor"])
             for gpu in nvml_gpus.read_gpus()]
     if not gpus:
         raise TopologyError("gpu.nvml: NVML reports no GPU on this machine")
+    list_strategy, id_strategy = strategies("nvml", spec)
     return NodeGpus(resource=spec.get("resource", "nvidia.com/gpu"), gpus=gpus,
-                    visible_devices=spec.get("visible_devices", "uuid"))
+                    device_list_strategy=list_strategy, device_id_strategy=id_strategy, allocation=allocation_of("nvml", spec))
+
+
+def allocation_of(node: str, spec: dict) -> str:
+    """gpu.allocation: device_plugin (the default) or dra."""
+    allocation = spec.get("allocation", "device_plugin")
+    if allocation not in ALLOCATIONS:
+        raise TopologyError(f"node {node}: gpu.allocation must be one of {ALLOCATIONS}, got {allocation!r}")
+    return allocation
+
+
+def strategies(node: str, spec: dict) -> tuple:
+    """gpu.device_list_strategy (one name, a comma-separated list or a list) and gpu.device_id_strategy."""
+    value = spec.get("device_list_strategy", "envvar")
+    names = tuple(part.strip() for part in (value.split(",") if isinstance(value, str) else value))
+    for name in names:
+        if name not in DEVICE_LIST_STRATEGIES:
+            raise TopologyError(f"node {node}: gpu.device_list_strategy must be among {DEVICE_LIST_STRATEGIES}, got {name!r}")
+    id_strategy = spec.get("device_id_strategy", "uuid")
+    if id_strategy not in DEVICE_ID_STRATEGIES:
+        raise TopologyError(f"node {node}: gpu.device_id_strategy must be one of {DEVICE_ID_STRATEGIES}, got {id_strategy!r}")
+    return names, id_strategy
 
 
 def node_labels(node: dict, gpus: NodeGpus | None) -> dict:
@@ -143,7 +183,7 @@ def node_object(node: dict, kubelet_port: int) -> tuple[dict, dict]:
     """(Node object to create, its status) for a topology node. Addresses are loopback only."""
     gpus = node_gpus(node)
     capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
-    if gpus:
+    if gpus and not gpus.dra:
         capacity[gpus.resource] = str(len(gpus.units))
         if gpus.resource.startswith("nvidia.com/mig-"):
             # Mixed MIG strategy: whole GPUs are all partitioned.

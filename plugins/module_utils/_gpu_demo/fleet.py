@@ -207,7 +207,7 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
     """
     words = _text(lang)
     row = {"host": host, "node": host, "status": "not_run", "phase": None, "check": None, "failed_checks": [],
-           "reason": None, "message": None, "task": None, "resource": None, "run_id": None, "units": None, "gpus": [], "window": None,
+           "reason": None, "message": None, "task": None, "resource": None, "allocation": None, "run_id": None, "units": None, "gpus": [], "window": None,
            "vllm": {"checked": False, "before": None, "after": None, "healthy_before": None, "healthy_after": None},
            "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "checks": [],
            "steps": [], "timeline": None}
@@ -231,6 +231,8 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
         files = result.get("report_files") or {}
         row.update(
             node=result.get("node") or host, resource=result.get("resource"), run_id=result.get("run_id"),
+            # device_plugin, or dra: the node's GPUs came through ResourceClaims (the per-node report has the claims).
+            allocation=(result.get("before") or {}).get("allocation"),
             failed_checks=[check.get("id") for check in failed],
             units=hold.get("units_seen") if hold.get("units_seen") else (plan.get("units") if row["status"] == "checked" else None),
             gpus=_gpus(result), window=_window(result), vllm=_vllm(result),

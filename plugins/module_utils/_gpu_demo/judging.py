@@ -13,6 +13,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import class_entry
+
 
 def reason(result):
     """Why a call or step failed: its error, else its msg (None when it says neither)."""
@@ -34,8 +36,10 @@ def k8s_deleted(result):
 
 
 def resource_entry(ledger, node, resource):
-    """gpu_ledger_facts' entry for one node's resource ({} when the ledger does not have it)."""
-    return ((ledger.get("nodes") or {}).get(node) or {}).get("resources", {}).get(resource) or {}
+    """gpu_ledger_facts' entry for one node's resource ({} when the ledger does not have it). A DeviceClass name
+    (``gpu.nvidia.com``) reads the node's DRA devices of that class in the same shape (dra.class_entry)."""
+    node_entry = (ledger.get("nodes") or {}).get(node) or {}
+    return (node_entry.get("resources") or {}).get(resource) or class_entry(node_entry, resource)
 
 
 def pod_ids(pods):

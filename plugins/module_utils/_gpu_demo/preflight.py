@@ -21,7 +21,9 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import joined, k8s_objects, pod_ids, reason, unique
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import ALLOCATIONS
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
+    joined, k8s_objects, pod_ids, reason, resource_entry, unique)
 
 # A node name that also fits in a label value (the pods carry it in gpuops.scheduling/node).
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
@@ -74,7 +76,8 @@ def judge_node(ledger_result, vllm_result, settings):
     found = "ledger" in ledger_result
     ledger = ledger_result.get("ledger") or {}
     node = (ledger.get("nodes") or {}).get(node_name) or {} if found else {}
-    resource = (node.get("resources") or {}).get(resource_name) or {}
+    resource = resource_entry(ledger, node_name, resource_name) if found else {}
+    dra = settings.get("allocation") == "dra"
     holders = resource.get("holders") or []
     ours = _ours(settings["pod_names"])
     leftovers = [pod for pod in holders if pod.get("namespace") == settings["namespace"] and ours.match(pod.get("name") or "")]
@@ -83,7 +86,7 @@ def judge_node(ledger_result, vllm_result, settings):
     held_by_others = sum(int(pod.get("units") or 0) for pod in others)
     free_for_demo = max(allocatable - held_by_others, 0)
     labels = node.get("labels") or {}
-    replicas = int(labels.get(REPLICAS_LABEL, 1)) if resource_name.startswith("nvidia.com/gpu") else 1
+    replicas = int(labels.get(REPLICAS_LABEL, 1)) if resource_name.startswith("nvidia.com/gpu") and not dra else 1
     hold_seconds, timeout = int(settings["hold_seconds"]), int(settings["timeout"])
     allow_busy = bool(settings["allow_busy_node"])
     url = settings.get("vllm_url") or ""
@@ -109,11 +112,18 @@ def judge_node(ledger_result, vllm_result, settings):
         "leftovers": leftovers,
         "pending": ledger.get("pending") or [],
         "vllm": _vllm_state(url, vllm),
+        "allocation": "dra" if dra else "device_plugin",
+        "node_allocation": node.get("allocation"),
+        "dra": resource.get("dra") if dra else None,
     }
     plan = {"units": free_for_demo, "replicas": replicas, "mode": settings["hold_mode"]}
 
     name_valid = bool(NODE_NAME.match(node_name))
     advertised = found and bool(resource)
+    found_detail = ("node {0} advertises {1}" if advertised else "node {0} does not advertise {1}").format(node_name, resource_name)
+    if dra and found:
+        found_detail = _dra_found_detail(node_name, resource_name, resource, ledger, node)
+        advertised = advertised and ledger.get("dra_served") is not False
     checks = [
         {"id": "node_name_valid", "phase": "preflight", "passed": name_valid,
          "detail": "node name '{0}' {1} a valid node name that fits in a label value (at most 63 characters: a-z, 0-9, "
@@ -130,9 +140,12 @@ def judge_node(ledger_result, vllm_result, settings):
          "passed": not settings["vllm_require_healthy"] or not vllm or bool(vllm.get("healthy")),
          "detail": _vllm_detail(url, vllm, settings["vllm_require_healthy"])},
         {"id": "node_found", "phase": "preflight", "passed": advertised,
-         "detail": ("node {0} advertises {1}" if advertised else "node {0} does not advertise {1}").format(node_name, resource_name)
-         if found else ledger_result.get("msg") or "the ledger could not be read"},
+         "detail": found_detail if found else ledger_result.get("msg") or "the ledger could not be read"},
     ]
+    wanted = settings.get("allocation_wanted", "auto")
+    if wanted not in ALLOCATIONS:
+        checks.append({"id": "allocation_valid", "phase": "preflight", "passed": False,
+                       "detail": "gpu_demo_allocation is {0!r}: it must be one of {1}".format(wanted, ", ".join(ALLOCATIONS))})
     # A node that cannot be read gets one clear reason, not every check failing after it.
     if advertised:
         ready, cordoned = bool(node.get("ready", False)), bool(node.get("unschedulable", False))
@@ -142,19 +155,40 @@ def judge_node(ledger_result, vllm_result, settings):
             busy = "{0} unit(s) held by {1}".format(held_by_others, ", ".join(pod_ids(others))) + (
                 "; allowed by gpu_demo_allow_busy_node, the hold takes the {0} free unit(s)".format(free_for_demo)
                 if allow_busy else "; refusing a busy node (gpu_demo_allow_busy_node=false)")
+        allocatable_detail = "allocatable {0} = {1}".format(resource_name, allocatable)
+        if dra:
+            allocatable_detail = "{0} device(s) of DeviceClass {1} on {2} ({3} allocated to other claims)".format(
+                allocatable, resource_name, node_name, held_by_others)
         checks += [
             {"id": "node_ready", "phase": "preflight", "passed": ready,
              "detail": "node {0} is {1}".format(node_name, "Ready" if ready else "not Ready")},
             {"id": "node_schedulable", "phase": "preflight", "passed": not cordoned,
              "detail": "node {0} is {1}".format(node_name, "cordoned (spec.unschedulable)" if cordoned else "schedulable")},
-            {"id": "resource_allocatable", "phase": "preflight", "passed": allocatable > 0,
-             "detail": "allocatable {0} = {1}".format(resource_name, allocatable)},
+            {"id": "resource_allocatable", "phase": "preflight", "passed": allocatable > 0, "detail": allocatable_detail},
             {"id": "node_not_busy", "phase": "preflight", "passed": held_by_others == 0 or allow_busy, "detail": busy},
         ]
     if allow_busy:
         checks.append({"id": "free_units", "phase": "preflight", "passed": free_for_demo > 0,
                        "detail": "{0} free unit(s) of {1} to hold".format(free_for_demo, resource_name)})
     return {"before": before, "plan": plan, "checks": checks}
+
+
+def _dra_found_detail(node_name, device_class, entry, ledger, node):
+    """Why a node can or cannot be walked through DRA with ``device_class``: the API, the class, the node's devices."""
+    if ledger.get("dra_served") is False:
+        return ("the API server does not serve resource.k8s.io/v1 (Dynamic Resource Allocation): node {0} cannot be walked "
+                "through DRA".format(node_name))
+    classes = ledger.get("device_classes")
+    if classes is not None and device_class not in classes:
+        return "DeviceClass {0} does not exist; the cluster has: {1}".format(device_class, joined(classes, "no DeviceClass"))
+    if not entry:
+        drivers = sorted(((node.get("dra") or {}).get("drivers") or {}))
+        return "node {0} publishes no device of DeviceClass {1} in its ResourceSlices ({2})".format(
+            node_name, device_class, "drivers: " + ", ".join(drivers) if drivers else "no ResourceSlice names it")
+    info = entry["dra"]
+    return "node {0} publishes {1} device(s) of DeviceClass {2} through DRA (driver {3}, pool {4}): {5}".format(
+        node_name, entry["capacity"], device_class, joined(info["drivers"], "?"), joined(info["pools"], "?"),
+        joined(["{0} {1}".format(device["name"], device.get("uuid")) for device in info["devices"]], "none"))
 
 
 STATUS_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -187,10 +221,14 @@ def judge_admission(dry_run, priority_class, create_priority_class):
     error = (api_status_message(str(dry_run.get("msg") or reason(dry_run) or "")) if failed else None) or "dry run failed"
     missing_class = failed and "no PriorityClass with name" in error
     will_create = missing_class and bool(create_priority_class)
-    policies = [(pod.get("spec") or {}).get("preemptionPolicy") for pod in admitted]
+    # Through DRA the claim templates are admitted too: preemption is the pods' alone.
+    pods = [item for item in admitted if item.get("kind", "Pod") == "Pod"]
+    templates = len(admitted) - len(pods)
+    policies = [(pod.get("spec") or {}).get("preemptionPolicy") for pod in pods]
     never = bool(policies) and all(policy == "Never" for policy in policies)
     if not failed:
-        admitted_detail = "the API server admits the {0} demo pod(s) (dry run)".format(len(admitted))
+        admitted_detail = "the API server admits the {0} demo pod(s){1} (dry run)".format(
+            len(pods), " and {0} ResourceClaimTemplate(s)".format(templates) if templates else "")
     elif will_create:
         admitted_detail = ("PriorityClass {0} does not exist yet: the run creates it (value 0, preemptionPolicy Never)"
                            .format(priority_class))

@@ -18,6 +18,9 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._node.nvidia_smi import (
+    DEVICE_LIST_ROOT,
+    classify_device_names,
+    device_list_from_text,
     parse_gpu_list,
     parse_query_csv,
     visible_devices_from_env,
@@ -41,12 +44,14 @@ def hold_evidence(log):
     ``mig``, ``mixed`` (whole GPUs and MIG devices, e.g. two resources of the mixed strategy) or
     None (no device).
 
-    ``visible_devices`` is the variable as the toolkit reads it (corroboration: ``mode`` list,
-    unset, void, none or all); ``memory`` has one row per GPU from the ``--query-gpu`` CSV (bytes
-    and MiB); ``corroborated`` is True when the variable lists exactly the units' UUIDs (MIG UUIDs
-    for MIG devices), or as many ``<gpu>:<mig>`` indexes as MIG units and plain indexes as whole
-    GPUs (DEVICE_ID_STRATEGY=index), False when it lists others, None when it cannot say (unset,
-    void, none, all).
+    ``visible_devices`` is the variable as the toolkit reads it (``mode`` list, mounts, unset, void,
+    none or all); ``device_list`` the entries of /var/run/nvidia-container-devices the pod printed;
+    ``handover`` how the device plugin handed the devices over, as the pod can tell (see handover_way);
+    ``named`` the device names that hand-over gives (the variable's list, or the folder's entries);
+    ``memory`` has one row per GPU from the ``--query-gpu`` CSV (bytes and MiB); ``corroborated`` is
+    True when ``named`` is exactly the units' UUIDs (MIG UUIDs for MIG devices), or as many
+    ``<gpu>:<mig>`` indexes as MIG units and plain indexes as whole GPUs (DEVICE_ID_STRATEGY=index),
+    False when it names others, None when nothing names the devices (CDI, all, none).
     """
     text = log or ""
     if not isinstance(text, str):
@@ -75,15 +80,20 @@ def hold_evidence(log):
         else:
             units.append({"uuid": gpu["uuid"], "kind": "gpu", "profile": None, "gpu_uuid": gpu["uuid"], "gpu_name": gpu["name"]})
     unit_uuids = [unit["uuid"] for unit in units]
+    device_list = device_list_from_text(text)
+    named = classify_device_names(device_list if visible["mode"] == "mounts" else visible["devices"])
+    handover = handover_way(visible, named, bool(units))
     corroborated = None
-    if visible["mode"] == "list":
-        if visible["uuids"]:
-            corroborated = sorted(visible["uuids"]) == sorted(unit_uuids)
-        elif visible["indexes"]:
+    if named["devices"]:
+        if len(named["uuids"]) == len(named["devices"]):
+            corroborated = sorted(named["uuids"]) == sorted(unit_uuids)
+        elif len(named["indexes"]) == len(named["devices"]):
             # Indexes inside a container are renumbered: only their number and form can be compared.
-            mig_indexes = [index for index in visible["indexes"] if ":" in index]
-            corroborated = (len(mig_indexes), len(visible["indexes"]) - len(mig_indexes)) == (
+            mig_indexes = [index for index in named["indexes"] if ":" in index]
+            corroborated = (len(mig_indexes), len(named["indexes"]) - len(mig_indexes)) == (
                 sum(1 for unit in units if unit["kind"] == "mig"), sum(1 for unit in units if unit["kind"] == "gpu"))
+        else:
+            corroborated = False
     return {
         "gpus": gpus,
         "uuids": uuids,
@@ -92,9 +102,65 @@ def hold_evidence(log):
         "unit_kind": unit_kind(units),
         "gpu_names": [gpu["name"] for gpu in gpus],
         "visible_devices": visible,
+        "device_list": device_list,
+        "handover": handover,
+        "named": named["devices"],
         "corroborated": corroborated,
         "memory": memory,
     }
+
+
+# How NVIDIA's device plugin hands devices to the container runtime (its DEVICE_LIST_STRATEGY and
+# DEVICE_ID_STRATEGY), as a pod can tell from inside: k8s-device-plugin v0.20.0 internal/plugin/server.go
+# getAllocateResponse. envvar: NVIDIA_VISIBLE_DEVICES lists UUIDs (``uuids``) or indexes (``indexes``);
+# volume-mounts: the variable is /var/run/nvidia-container-devices and the folder's entries name the devices
+# (``mounts``); cdi-cri and cdi-annotations: CDI device names the runtime resolves against the plugin's CDI spec,
+# which sets the variable to void (``cdi``; the two are alike from inside a pod). ``all``: the image's variable
+# gives every GPU; ``none``: no device; ``other``: names that are neither UUIDs nor indexes.
+HANDOVER_WORDS = {
+    "en": {
+        "uuids": "the device plugin passes UUIDs in NVIDIA_VISIBLE_DEVICES",
+        "indexes": "the device plugin passes GPU indexes in NVIDIA_VISIBLE_DEVICES",
+        "mounts": "the device plugin mounts one file per GPU under " + DEVICE_LIST_ROOT,
+        "cdi": "the device plugin hands the GPUs over through CDI (in the CRI request or in CDI annotations; "
+               "the container runtime injects the devices the CDI spec names)",
+        "all": "NVIDIA_VISIBLE_DEVICES=all gives the container every GPU, whatever the device plugin allocated",
+        "none": "no device was handed over",
+        "other": "NVIDIA_VISIBLE_DEVICES names devices that are neither GPU UUIDs nor indexes",
+    },
+    "zh": {
+        "uuids": "设备插件通过 NVIDIA_VISIBLE_DEVICES 传递 GPU UUID",
+        "indexes": "设备插件通过 NVIDIA_VISIBLE_DEVICES 传递 GPU 序号",
+        "mounts": "设备插件在 " + DEVICE_LIST_ROOT + " 下为每张卡挂载一个文件",
+        "cdi": "设备插件通过 CDI 交付 GPU（写在 CRI 请求或 CDI 注解里；容器运行时按 CDI 规格注入设备）",
+        "all": "NVIDIA_VISIBLE_DEVICES=all 让容器看到所有 GPU，与设备插件分配了哪张无关",
+        "none": "没有交付任何设备",
+        "other": "NVIDIA_VISIBLE_DEVICES 写的既不是 GPU UUID 也不是序号",
+    },
+}
+
+
+def handover_way(visible, named, has_devices):
+    """``uuids`` | ``indexes`` | ``mounts`` | ``cdi`` | ``all`` | ``none`` | ``other`` (see HANDOVER_WORDS) from
+    the variable as parsed, the device names it leads to and whether nvidia-smi showed any device."""
+    mode = visible["mode"]
+    if mode == "mounts":
+        return "mounts"
+    if mode in ("all", "none"):
+        return mode
+    if mode in ("unset", "void"):
+        return "cdi" if has_devices else "none"
+    if named["devices"] and len(named["uuids"]) == len(named["devices"]):
+        return "uuids"
+    if named["devices"] and len(named["indexes"]) == len(named["devices"]):
+        return "indexes"
+    return "other"
+
+
+def handover_text(ways, lang="en"):
+    """The hand-over ways of a run's pods in words, joined ("; "); "" for none."""
+    words = HANDOVER_WORDS.get(lang, HANDOVER_WORDS["en"])
+    return "; ".join(words[way] for way in ways if way in words)
 
 
 def unit_kind(units):
@@ -144,6 +210,9 @@ def hold_summary(pods, units_by_pod, replicas=1):
             "unit_uuids": units,
             "unit_kind": evidence["unit_kind"],
             "visible_devices": evidence["visible_devices"],
+            "device_list": evidence["device_list"],
+            "handover": evidence["handover"],
+            "named": evidence["named"],
             "corroborated": evidence["corroborated"],
             "memory": evidence["memory"],
             "sees_its_units": len(units) == int(units_by_pod[pod["name"]]),
@@ -165,6 +234,9 @@ def hold_summary(pods, units_by_pod, replicas=1):
         and all(entry["sees_its_units"] for entry in entries)
         and len(every_unit) == expected and all(count <= replicas for count in shares.values()),
         "visible_devices_modes": sorted({entry["visible_devices"]["mode"] for entry in entries}),
+        "handovers": sorted({entry["handover"] for entry in entries}),
+        "handover_text": {lang: handover_text(sorted({entry["handover"] for entry in entries}), lang) for lang in HANDOVER_WORDS},
+        "shared": sorted(uuid for uuid, count in shares.items() if count > replicas),
         "corroborated": all(entry["corroborated"] is not False for entry in entries),
         "memory": memory,
     }

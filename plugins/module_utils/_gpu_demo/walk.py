@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
     as_int,
@@ -56,19 +57,14 @@ def judge_hold(hold, hold_names, plan, node, resource):
     summary = hold_summary(pods, dict(zip(hold_names, units)), plan.get("replicas"))
     met = bool(hold.get("met", False))
     policies = [pod.get("preemption_policy") for pod in pods]
-    modes = summary["visible_devices_modes"]
-    # With MIG the units are MIG devices: the variable names them, not their parent GPUs.
+    # With MIG the units are MIG devices: the hand-over names them, not their parent GPUs.
     devices = unit_noun(summary["unit_kind"])
-    if summary["corroborated"] and "list" in modes:
-        corroboration = ": it names the {0} nvidia-smi shows".format(devices)
-    elif summary["corroborated"]:
-        corroboration = " (legitimate with CDI; nvidia-smi -L is the evidence)"
-    else:
-        corroboration = ": it names other {0} than nvidia-smi shows".format(devices)
+    checks_detail = hand_over_detail(summary, devices)
     checks = [
         {"id": "hold_running", "phase": "hold", "passed": met,
          "detail": "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
-             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else reason(hold)},
+             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else
+         (reason(hold) or "") + _warnings(hold, hold_names)},
         {"id": "hold_never_preempts", "phase": "hold",
          "passed": bool(pods) and all(policy == "Never" for policy in policies),
          "detail": "hold pods have preemptionPolicy {0}".format(joined(unique(policies), "unknown"))},
@@ -76,11 +72,46 @@ def judge_hold(hold, hold_names, plan, node, resource):
          "detail": "nvidia-smi -L in the hold pods shows {0} device(s) for {1} unit(s), {2} distinct ({3}){4}".format(
              summary["units_seen"], summary["units_expected"], len(summary["distinct_uuids"]),
              joined([describe_unit(unit) for unit in sorted(summary["units"], key=lambda unit: unit["uuid"])], "none"),
-             ", up to {0} units per GPU (time-slicing)".format(summary["replicas"]) if summary["replicas"] > 1 else "")},
-        {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"],
-         "detail": "NVIDIA_VISIBLE_DEVICES is {0} in the hold pods{1}".format(joined(modes, "unknown"), corroboration)},
+             ", up to {0} units per GPU (time-slicing)".format(summary["replicas"]) if summary["replicas"] > 1 else "")
+         + "".join("; {0} is shown in more than {1} hold pod{2}".format(uuid, summary["replicas"], "s" if summary["replicas"] > 1 else "")
+                   for uuid in summary["shared"])},
+        {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"], "detail": checks_detail},
     ]
+    # Through DRA the hold's wait also read the ledger: each pod's claim names the device it must have been given.
+    entry = resource_entry(hold.get("ledger") or {}, node, resource)
+    if entry.get("dra"):
+        if summary["corroborated"]:
+            words = ("the DRA driver {0} hands the GPUs over as the CDI devices of each claim (the container runtime "
+                     "injects the device nodes their spec names, NVIDIA_VISIBLE_DEVICES is {1}); nvidia-smi -L is the evidence")
+            checks[-1]["detail"] = words.format(joined(entry["dra"]["drivers"], "?"), joined(summary["visible_devices_modes"], "unset"))
+        checks.append(judge_prepared_devices(summary, entry, hold_names))
     return summary, checks
+
+
+def _warnings(wait, names):
+    """The Warning events of these pods that the wait read (a kubelet that cannot prepare a pod's claims says
+    FailedPrepareDynamicResources), as a sentence to add to a failure."""
+    seen = unique("{0} {1}: {2}".format(row.get("pod"), row.get("reason"), row.get("message"))
+                  for row in wait.get("events") or [] if row.get("type") == "Warning" and row.get("pod") in names)
+    return "; pod events: " + "; ".join(seen) if seen else ""
+
+
+def hand_over_detail(summary, devices):
+    """The hand-over check's detail: how the device plugin handed the devices over, in words, and whether the names
+    it gave are the devices nvidia-smi shows (naming both where they differ)."""
+    words = summary["handover_text"]["en"] or "no hold pod printed its evidence"
+    named = [entry for entry in summary["pods"] if entry["named"]]
+    if not summary["corroborated"]:
+        wrong = [entry for entry in summary["pods"] if entry["corroborated"] is False]
+        return "{0}, but {1}".format(words, "; ".join(
+            "{0} is given {1} and nvidia-smi shows {2}".format(
+                entry["name"], joined(entry["named"], "none"), joined(entry["unit_uuids"], "no device")) for entry in wrong))
+    if named and all(entry["named"] and entry["named"][0].startswith(("GPU-", "MIG-")) for entry in named):
+        return "{0}: they name the {1} nvidia-smi shows".format(words, devices)
+    if named:
+        return "{0}: as many of them, and of the same kind, as the {1} nvidia-smi shows (indexes are renumbered inside a container)".format(
+            words, devices)
+    return "{0}; nvidia-smi -L is the evidence".format(words)
 
 
 def describe_unit(unit):
@@ -103,8 +134,13 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
     pending = [item for item in ledger.get("pending") or []
                if item.get("namespace") == namespace and item.get("name") == queue_name]
     held_units = sum(as_int(item.get("units")) for item in holding)
+    parsed = scheduling.get("parsed") or {}
+    # A device plugin's shortage reads "Insufficient <resource>"; DRA's "cannot allocate all claims".
+    refused = resource in (parsed.get("insufficient") or []) or bool(entry.get("dra")) and bool(
+        (parsed.get("dra") or {}).get("cannot_allocate"))
     during = {"allocatable": entry.get("allocatable"), "requested": entry.get("requested"), "limits": entry.get("limits"),
-              "free": entry.get("free"), "holders": entry.get("holders", []), "pending": ledger.get("pending", [])}
+              "free": entry.get("free"), "holders": entry.get("holders", []), "pending": ledger.get("pending", []),
+              "dra": entry.get("dra")}
     met = bool(queue.get("met", False))
     checks = [
         {"id": "queue_pending", "phase": "queue",
@@ -113,7 +149,7 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
              queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>", pod.get("pod_ip") or "<none>",
              "" if met else ": {0}".format(reason(queue)))},
         {"id": "queue_insufficient", "phase": "queue",
-         "passed": resource in ((scheduling.get("parsed") or {}).get("insufficient") or []),
+         "passed": refused,
          "detail": "FailedScheduling{0}: {1}".format(
              "" if scheduling.get("from_event", True) else " (PodScheduled condition)",
              scheduling.get("message", "no FailedScheduling event"))},

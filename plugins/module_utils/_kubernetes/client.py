@@ -210,6 +210,19 @@ class CoreV1Rest:
     def list_namespaced_event(self, namespace, **kwargs):
         return self._call("GET", "/api/v1/namespaces/%s/events" % namespace, **kwargs)
 
+    # resource.k8s.io/v1 (Dynamic Resource Allocation): the few reads of the DRA ledger.
+    def list_resource_slice(self, **kwargs):
+        return self._call("GET", "/apis/resource.k8s.io/v1/resourceslices", **kwargs)
+
+    def list_resource_claim_for_all_namespaces(self, **kwargs):
+        return self._call("GET", "/apis/resource.k8s.io/v1/resourceclaims", **kwargs)
+
+    def read_namespaced_resource_claim(self, name, namespace, **kwargs):
+        return self._call("GET", "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s" % (namespace, name), **kwargs)
+
+    def list_device_class(self, **kwargs):
+        return self._call("GET", "/apis/resource.k8s.io/v1/deviceclasses", **kwargs)
+
     def lease(self, method, namespace, name=None, body=None):
         """coordination.k8s.io/v1 Leases: GET/PUT/DELETE one (``name``), or POST a new one."""
         path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % namespace
@@ -368,6 +381,40 @@ class CoreV1Reader:
 
     def list_nodes(self, fields=None):
         return self._list("list nodes", self._api.list_node, fields=fields)
+
+    def list_resource_slices(self, field_selector=None):
+        """ResourceSlices (resource.k8s.io/v1), or None when the API server does not serve that API."""
+        return self._unless_not_served(self._list, "list resourceslices", self._api.list_resource_slice,
+                                       field_selector=field_selector)
+
+    def list_resource_claims(self):
+        return self._unless_not_served(self._list, "list resourceclaims in all namespaces",
+                                       self._api.list_resource_claim_for_all_namespaces)
+
+    def list_device_classes(self):
+        return self._unless_not_served(self._list, "list deviceclasses", self._api.list_device_class)
+
+    def get_resource_claim(self, namespace, name):
+        """The ResourceClaim, or None when it does not exist (any more)."""
+        self._count(calls=1, requests=1)
+        with explain_api_errors("get resourceclaim {0}/{1}".format(namespace, name), self.host):
+            try:
+                raw = self._api.read_namespaced_resource_claim(name, namespace, _preload_content=False).data
+                self._count(received=len(raw))
+                return json_loads(raw)
+            except ApiException as error:
+                if error.status == 404:
+                    return None
+                raise
+
+    @staticmethod
+    def _unless_not_served(read, *args, **kwargs):
+        try:
+            return read(*args, **kwargs)
+        except K8sApiError as error:
+            if isinstance(error.__cause__, ApiException) and error.__cause__.status == 404:
+                return None
+            raise
 
     def list_pods(self, namespace=None, field_selector=None, fields=None, keep=None, page_size=None):
         """Pods of one namespace, or of all namespaces when ``namespace`` is None.

@@ -31,6 +31,9 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import dra_ledger
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.quantity import as_number, parse_quantity
+
 DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu",)
 
 # The node labels that explain where GPU units come from: NFD's PCI label for NVIDIA (vendor 10de),
@@ -74,8 +77,10 @@ POD_FIELDS = {
         "nodeName": None, "priority": None, "priorityClassName": None, "overhead": None,
         "containers": [_RESOURCES_FIELDS],
         "initContainers": [dict(_RESOURCES_FIELDS, restartPolicy=None)],
+        "resourceClaims": None,
     },
-    "status": {"phase": None, "nominatedNodeName": None, "conditions": _CONDITION_FIELDS},
+    "status": {"phase": None, "nominatedNodeName": None, "conditions": _CONDITION_FIELDS,
+               "resourceClaimStatuses": None, "extendedResourceClaimStatus": None},
 }
 OPERATOR_POD_FIELDS = {
     "metadata": {"name": None, "labels": None},
@@ -83,35 +88,9 @@ OPERATOR_POD_FIELDS = {
     "status": {"phase": None, "conditions": _CONDITION_FIELDS},
 }
 
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))([eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$")
-_BINARY_SUFFIXES = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL_SUFFIXES = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
-
 
 class LedgerError(Exception):
     """The ledger cannot be read for the node asked for (unknown node, no such resource)."""
-
-
-def parse_quantity(quantity):
-    """A Kubernetes quantity ("1", "2", "1k", "500m", "16Gi", "1e3") as an exact Decimal."""
-    match = _QUANTITY.match(str(quantity).strip())
-    if not match:
-        raise ValueError("not a Kubernetes quantity: {0!r}".format(quantity))
-    number, suffix = Decimal(match.group(1)), match.group(2)
-    if not suffix:
-        return number
-    if suffix in _BINARY_SUFFIXES:
-        return number * (Decimal(1024) ** _BINARY_SUFFIXES[suffix])
-    if suffix in _DECIMAL_SUFFIXES:
-        return number.scaleb(_DECIMAL_SUFFIXES[suffix])
-    return number.scaleb(int(suffix[1:]))
-
-
-def as_number(value):
-    """A Decimal as int when whole (extended resources always are), else float."""
-    if value == value.to_integral_value():
-        return int(value)
-    return float(value)
 
 
 def matches_any(resource_name, patterns):
@@ -390,20 +369,32 @@ def _operator_running_on(node, operator):
     }
 
 
-def _is_gpu_node(node, patterns):
-    return bool(advertised_resources(node, patterns)) or _labels(node).get(GPU_PRESENT_LABEL) == "true"
+def _is_gpu_node(node, patterns, dra_nodes=()):
+    return (bool(advertised_resources(node, patterns)) or _labels(node).get(GPU_PRESENT_LABEL) == "true"
+            or node_name(node) in dra_nodes)
 
 
-def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None):
-    """The ledger of ``patterns`` resources for ``nodes``.
+def allocation_path(resources, dra):
+    """How a node's GPUs are handed out: "device_plugin" (extended resources with units), "dra" (ResourceSlice
+    devices), "both", or "none"."""
+    plugin = any(entry["capacity"] for entry in resources.values())
+    devices = bool(dra) and any(driver["total"] for driver in dra["drivers"].values())
+    return {(True, False): "device_plugin", (False, True): "dra", (True, True): "both"}.get((plugin, devices), "none")
 
-    ``nodes``: Node dicts; those advertising none of the resources and not labelled
-    ``nvidia.com/gpu.present=true`` are left out (not GPU nodes).
+
+def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None, dra=None):
+    """The ledger of ``patterns`` resources for ``nodes``, and of their DRA devices.
+
+    ``nodes``: Node dicts; those advertising none of the resources, not labelled ``nvidia.com/gpu.present=true``
+    and named by no ResourceSlice are left out (not GPU nodes).
+    ``dra``: None when DRA is not read, else ``{"slices": [...], "claims": [...], "classes": [...]}`` (ResourceSlices,
+    ResourceClaims, DeviceClasses; ``dra_ledger``); each node then gets ``dra`` (None when no slice names it).
     ``pods``: Pod dicts from every namespace; terminated ones are skipped, pods bound to other
     nodes are ignored, unbound ones requesting a resource are listed under ``pending``.
     ``operator``: the result of ``summarize_operator_pods``, or None when not asked for.
     """
-    gpu_nodes = [node for node in nodes if _is_gpu_node(node, patterns)]
+    dra_nodes = set(dra_ledger.dra_node_names(dra["slices"])) if dra else set()
+    gpu_nodes = [node for node in nodes if _is_gpu_node(node, patterns, dra_nodes)]
     bound_pods = {node_name(node): [] for node in gpu_nodes}
     pending = []
     wanted = ResourceFilter(patterns)
@@ -412,7 +403,8 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None):
             continue
         spec = pod.get("spec") or {}
         bound_to = spec.get("nodeName")
-        if bound_to and bound_to not in bound_pods or not _names_a_wanted_resource(spec, wanted):
+        claims = dra is not None and dra_ledger.uses_claims(pod)
+        if bound_to and bound_to not in bound_pods or not (claims or _names_a_wanted_resource(spec, wanted)):
             # Bound elsewhere, or asks for none of the resources: it neither holds units here nor waits for them.
             continue
         requests = pod_requests(pod, wanted)
@@ -420,7 +412,7 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None):
             bound_pods[bound_to].append((pod, requests, pod_limits(pod, wanted)))
             continue
         pending_units = {name: as_number(units) for name, units in requests.items() if units}
-        if pending_units:
+        if pending_units or claims:
             entry = _pod_identity(pod)
             condition = _scheduling_condition(pod)
             entry.update({
@@ -429,6 +421,8 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None):
                 "message": condition.get("message"),
                 "nominated_node_name": (pod.get("status") or {}).get("nominatedNodeName"),
             })
+            if dra is not None:
+                entry["claims"] = [name for _namespace, name in dra_ledger.pod_claim_refs(pod)]
             pending.append(entry)
 
     ledger_nodes = {}
@@ -453,10 +447,17 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None):
         }
         if operator is not None:
             ledger_nodes[name]["operator_running"] = _operator_running_on(name, operator)
+        if dra is not None:
+            node_dra = dra_ledger.build_node_dra(name, dra["slices"], dra["claims"], dra["classes"])
+            ledger_nodes[name]["dra"] = node_dra
+            ledger_nodes[name]["allocation"] = allocation_path(resources, node_dra)
 
     ledger = {"nodes": ledger_nodes, "totals": totals, "pending": sorted(pending, key=_sort_key)}
     if operator is not None:
         ledger["operator"] = operator
+    if dra is not None:
+        ledger["dra_totals"] = dra_ledger.dra_totals(ledger_nodes)
+        ledger["device_classes"] = sorted((item.get("metadata") or {}).get("name") for item in dra["classes"])
     return ledger
 
 
@@ -497,12 +498,14 @@ def choose_read_strategy(nodes, strategy="auto"):
     return STRATEGY_NODE if len(nodes) <= NODE_READ_MAX_NODES else STRATEGY_FLEET
 
 
-def counted_pod(pod, wanted):
-    """Whether ``build_ledger`` would count or list ``pod``: not terminated, and naming one of the wanted resources.
+def counted_pod(pod, wanted, claims=False):
+    """Whether ``build_ledger`` would count or list ``pod``: not terminated, and naming one of the wanted resources
+    (or, with ``claims``, using ResourceClaims).
 
     The fleet read keeps only these while it decodes page after page; most pods of a cluster name none.
     """
-    return not is_terminated(pod) and _names_a_wanted_resource(pod.get("spec") or {}, wanted)
+    return not is_terminated(pod) and (_names_a_wanted_resource(pod.get("spec") or {}, wanted)
+                                       or claims and dra_ledger.uses_claims(pod))
 
 
 def _node_names(node):
@@ -512,15 +515,41 @@ def _node_names(node):
     return sorted(set(names))
 
 
-def _checked_node(reader, name, node_object, patterns):
+def _checked_node(reader, name, node_object, patterns, dra_nodes=None):
+    """The node, or why it cannot be read: absent, or advertising none of ``patterns`` and (``dra_nodes``: the nodes
+    ResourceSlices name, None when DRA is not read) having no DRA devices either."""
     if node_object is None:
         raise LedgerError("node '{0}' not found on {1}".format(name, reader.host))
-    if not advertised_resources(node_object, patterns):
-        raise LedgerError(missing_resources_message(node_object, patterns))
+    if not advertised_resources(node_object, patterns) and name not in (dra_nodes or ()):
+        message = missing_resources_message(node_object, patterns)
+        if dra_nodes is not None:
+            message += "; no ResourceSlice publishes devices on it either"
+        raise LedgerError(message)
     return node_object
 
 
-def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_namespace=None, strategy="auto"):
+def _read_dra_node(reader, name, pods):
+    """A node read's DRA objects: the node's slices, the claims its pods use (one get each), the DeviceClasses.
+    None when the API server does not serve resource.k8s.io/v1."""
+    slices = reader.list_resource_slices(field_selector="spec.nodeName={0}".format(name))
+    if slices is None:
+        return None
+    claims = []
+    for namespace, claim_name in sorted(set(ref for pod in pods for ref in dra_ledger.pod_claim_refs(pod))):
+        claim = reader.get_resource_claim(namespace, claim_name)
+        if claim is not None:
+            claims.append(claim)
+    return {"slices": slices, "claims": claims}
+
+
+def _read_dra_fleet(reader):
+    slices = reader.list_resource_slices()
+    if slices is None:
+        return None
+    return {"slices": slices, "claims": reader.list_resource_claims() or [], "classes": reader.list_device_classes() or []}
+
+
+def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_namespace=None, strategy="auto", dra=False):
     """The ledger of one node, a few nodes (``node``: a name or a list of names) or the whole fleet (None).
 
     ``reader`` provides ``get_node(name, fields)`` (None when absent), ``list_nodes(fields)`` and
@@ -537,25 +566,35 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
     wanted = ResourceFilter(patterns)
 
     def keep(pod):
-        return counted_pod(pod, wanted)
+        return counted_pod(pod, wanted, claims=dra)
 
     operator_pods = None
+    dra_objects = None
     if chosen == STRATEGY_NODE:
         def read_one(name):
-            node_object = _checked_node(reader, name, reader.get_node(name, fields=NODE_FIELDS), patterns)
+            node_object = reader.get_node(name, fields=NODE_FIELDS)
             pods = reader.list_pods(field_selector=node_pods_field_selector(name), fields=POD_FIELDS, keep=keep)
+            node_dra = _read_dra_node(reader, name, pods) if dra and node_object is not None else None
+            node_object = _checked_node(reader, name, node_object, patterns,
+                                        dra_ledger.dra_node_names(node_dra["slices"]) if node_dra else None)
             operator = None
             if operator_namespace:
                 operator = reader.list_pods(namespace=operator_namespace, field_selector="spec.nodeName={0}".format(name),
                                             fields=OPERATOR_POD_FIELDS)
-            return node_object, pods, operator
+            return node_object, pods, operator, node_dra
 
-        with ThreadPoolExecutor(max_workers=min(8, len(names) + 1)) as pool:
+        with ThreadPoolExecutor(max_workers=min(8, len(names) + 2)) as pool:
             unscheduled = pool.submit(reader.list_pods, field_selector=UNSCHEDULED_FIELD_SELECTOR, fields=POD_FIELDS,
                                       keep=keep)
+            classes = pool.submit(reader.list_device_classes) if dra else None
             per_node = list(pool.map(read_one, names))
             pods = unscheduled.result()
+            classes = classes.result() if classes else None
         nodes = [entry[0] for entry in per_node]
+        if dra and classes is not None:
+            dra_objects = {"slices": [item for entry in per_node if entry[3] for item in entry[3]["slices"]],
+                           "claims": [item for entry in per_node if entry[3] for item in entry[3]["claims"]],
+                           "classes": classes}
         bound = [pod for entry in per_node for pod in entry[1]]
         # A pod bound between the two reads would be both pending and a holder: it is a holder.
         bound_uids = set((pod.get("metadata") or {}).get("uid") for pod in bound)
@@ -572,13 +611,17 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
             pods = reader.list_pods(field_selector=NON_TERMINATED_FIELD_SELECTOR, fields=POD_FIELDS, keep=keep,
                                     page_size=FLEET_PAGE_SIZE)
             nodes = listed_nodes.result()
+        dra_objects = _read_dra_fleet(reader) if dra else None
         if names:
             by_name = dict((node_name(item), item) for item in nodes if item is not None)
-            nodes = [_checked_node(reader, name, by_name.get(name), patterns) for name in names]
+            dra_nodes = dra_ledger.dra_node_names(dra_objects["slices"]) if dra_objects else None
+            nodes = [_checked_node(reader, name, by_name.get(name), patterns, dra_nodes) for name in names]
         if operator_namespace:
             operator_pods = reader.list_pods(namespace=operator_namespace, fields=OPERATOR_POD_FIELDS)
     operator = summarize_operator_pods(operator_namespace, operator_pods) if operator_namespace else None
-    ledger = build_ledger(nodes, pods, patterns, operator)
+    ledger = build_ledger(nodes, pods, patterns, operator, dra_objects)
+    if dra:
+        ledger["dra_served"] = dra_objects is not None
     if names:
         # A node read lists only the nodes asked for; build_ledger leaves out a node without GPUs, which
         # _checked_node already refused.

@@ -14,6 +14,14 @@ PostFilter plugins' messages, for example::
     0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available:
     1 No preemption victims found for incoming pod.
 
+With Dynamic Resource Allocation (resource.k8s.io/v1) the DynamicResources plugin gives the reasons and its
+PostFilter part joins preemption's, as kube-scheduler 1.36 writes it for a pod whose claim finds no free device::
+
+    0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: 0/1 nodes are
+    available: 1 Preemption is not helpful for scheduling.
+
+``dra`` says what such a message means (``DRA_SHORTAGE_REASONS``, ``DRA_PREFILTER_MESSAGES``).
+
 Its shape since Kubernetes 1.19: ``0/<total> nodes are available: [<PreFilter message>.]
 [<count> <reason>, <count> <reason>.] [<PostFilter messages, comma separated>]`` where the
 default preemption plugin's message starts with ``preemption: `` and is either another node
@@ -40,6 +48,17 @@ _COUNTED = re.compile(r"^(?P<count>\d+) (?P<reason>\S.*)$", re.S)
 # "<reason> (<count>)": the form of the 1.5 - 1.9 predicate summaries.
 _COUNT_AFTER = re.compile(r"^(?P<reason>\S.*?) \((?P<count>\d+)\)$", re.S)
 _INSUFFICIENT = re.compile(r"^Insufficient (?P<resource>\S+)$")
+# The DynamicResources plugin's Filter reasons for a node whose devices cannot serve the pod's claims
+# (pkg/scheduler/framework/plugins/dynamicresources): no free or matching device, the allocation timed out, an
+# extended resource served through DRA that fits nowhere.
+DRA_SHORTAGE_REASONS = ("cannot allocate all claims", "timed out trying to allocate devices",
+                        "cannot schedule extended resource claim", "cannot fit resource")
+# Its PreFilter / PreEnqueue messages: the claim itself is wrong or not there yet.
+DRA_PREFILTER_MESSAGES = (
+    ("device_class_missing", re.compile(r"^request (?P<request>\S+): device class (?P<device_class>\S+) does not exist$")),
+    ("claim_not_created", re.compile(r"ResourceClaim not created yet$")),
+    ("claim_pinned_elsewhere", re.compile(r"^resourceclaim not available on the node$")),
+)
 # Start of the default preemption plugin's part; other PostFilter plugins' messages precede it.
 _PREEMPTION = re.compile(r"(?:^|(?<=[\s,.]))preemption:\s*")
 
@@ -178,7 +197,8 @@ def parse_failed_scheduling(message):
     ``predicates`` for 1.5 - 1.9, ``unknown``), ``nodes_total``, ``nodes_available``, ``reasons``
     ({reason: node count}), ``insufficient`` (resource names of ``Insufficient <resource>``
     reasons), ``messages`` (sentences that are not counted reasons) and ``preemption`` (the same
-    keys for the ``preemption:`` part plus ``message`` and ``eligible``, or None when absent).
+    keys for the ``preemption:`` part plus ``message`` and ``eligible``, or None when absent) and ``dra`` (what it
+    says about DRA claims, see ``_dra``).
     """
     if message is None:
         message = ""
@@ -203,7 +223,23 @@ def parse_failed_scheduling(message):
     result["message"] = message
     result["format"] = fmt
     result["preemption"] = preemption
+    result["dra"] = _dra(result)
     return result
+
+
+def _dra(result):
+    """What the message says about DRA claims: ``shortage`` (the DRA reasons with their node counts: no device
+    could be allocated), ``cannot_allocate`` (any such reason), and ``problems`` ({kind, text, ...}: a missing
+    DeviceClass, a claim not created yet, a claim pinned to another node)."""
+    shortage = dict((reason, count) for reason, count in result["reasons"].items()
+                    if any(reason.startswith(known) for known in DRA_SHORTAGE_REASONS))
+    problems = []
+    for text in list(result["messages"]) + list(result["reasons"]):
+        for kind, pattern in DRA_PREFILTER_MESSAGES:
+            match = pattern.search(text)
+            if match:
+                problems.append(dict(match.groupdict(), kind=kind, text=text))
+    return {"shortage": shortage, "cannot_allocate": bool(shortage), "problems": problems}
 
 
 def _event_times(event):

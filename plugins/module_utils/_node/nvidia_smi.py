@@ -129,6 +129,15 @@ def parse_gpu_list(text):
     return gpus
 
 
+# NVIDIA's device plugin with DEVICE_LIST_STRATEGY=volume-mounts sets NVIDIA_VISIBLE_DEVICES to this folder and
+# mounts /dev/null at <folder>/<device> for each device; the toolkit (accept-nvidia-visible-devices-as-volume-mounts)
+# then takes the device names from those mounts (k8s-device-plugin internal/plugin/server.go,
+# updateResponseForDeviceMounts; nvidia-container-toolkit internal/config/image/cuda_image.go, requestsFromMounts).
+DEVICE_LIST_ROOT = "/var/run/nvidia-container-devices"
+# A demo pod lists the folder's entries, one full path a line (roles/gpu_demo/defaults gpu_demo_evidence_command).
+_DEVICE_LIST_LINE = re.compile(r"(?:^|\s)" + re.escape(DEVICE_LIST_ROOT) + r"/(?P<name>[^/\s]+)\s*$")
+
+
 def parse_visible_devices(value):
     """Interpret an ``NVIDIA_VISIBLE_DEVICES`` value as the NVIDIA container toolkit does.
 
@@ -136,9 +145,11 @@ def parse_visible_devices(value):
     ``{value, mode, devices, uuids, indexes}`` where ``mode`` is one of:
 
     * ``unset``: no variable. With CDI (the GPU Operator's default) a pod can still have GPUs.
-    * ``void``: ``void`` or empty; the toolkit injects no GPU.
+    * ``void``: ``void`` or empty; the toolkit injects no GPU (NVIDIA's CDI specs set it so).
     * ``none``: no GPU, but the driver's libraries are mounted.
     * ``all``: every GPU of the node (how pods outside the ledger reach the cards).
+    * ``mounts``: the value is ``/var/run/nvidia-container-devices``: the devices are the entries the
+      device plugin mounted in that folder (see device_list_from_text), not the value.
     * ``list``: the comma-separated ``devices``; ``uuids`` holds the ``GPU-``/``MIG-`` ones and
       ``indexes`` the ``0`` / ``0:1`` ones (DEVICE_ID_STRATEGY=index).
     """
@@ -153,7 +164,17 @@ def parse_visible_devices(value):
     if stripped.lower() in ("none", "all"):
         result["mode"] = stripped.lower()
         return result
-    for device in (part.strip() for part in stripped.split(",")):
+    if stripped.rstrip("/") == DEVICE_LIST_ROOT:
+        result["mode"] = "mounts"
+        return result
+    result.update(classify_device_names(part.strip() for part in stripped.split(",")))
+    return result
+
+
+def classify_device_names(names):
+    """``{devices, uuids, indexes}`` of device names: the ``GPU-``/``MIG-`` UUIDs and the ``0`` / ``0:1`` indexes."""
+    result = {"devices": [], "uuids": [], "indexes": []}
+    for device in names:
         if not device:
             continue
         result["devices"].append(device)
@@ -175,6 +196,17 @@ def visible_devices_from_env(text):
         if match:
             value = match.group(1)
     return parse_visible_devices(value)
+
+
+def device_list_from_text(text):
+    """The device names a container's ``/var/run/nvidia-container-devices`` holds, from lines that print each
+    entry's full path (``/var/run/nvidia-container-devices/GPU-...``), each once, in order; ``[]`` for none."""
+    names = []
+    for line in (text or "").splitlines():
+        match = _DEVICE_LIST_LINE.search(line)
+        if match and match.group("name") not in names:
+            names.append(match.group("name"))
+    return names
 
 
 def parse_query_csv(text, fields=None):

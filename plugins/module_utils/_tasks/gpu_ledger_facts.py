@@ -24,6 +24,7 @@ OPTIONS = dict(
     resource_names=dict(type="list", elements="str", default=list(DEFAULT_RESOURCE_NAMES)),
     operator_namespace=dict(type="str"),
     read_strategy=dict(type="str", choices=list(READ_STRATEGIES), default="auto"),
+    dra=dict(type="bool", default=True),
 )
 
 
@@ -36,7 +37,8 @@ def run(params, check_mode, warn):
         reader = CoreV1Reader(k8s_client(params))
         strategy = choose_read_strategy(names, params["read_strategy"])
         ledger = read_ledger(reader, node=names or None, patterns=params["resource_names"],
-                             operator_namespace=params["operator_namespace"], strategy=strategy)
+                             operator_namespace=params["operator_namespace"], strategy=strategy,
+                             dra=params["dra"])
     except (K8sApiError, LedgerError) as error:
         raise TaskFailed(str(error))
     return dict(changed=False, ledger=ledger, read_strategy=strategy, api_calls=reader.calls, api_requests=reader.requests,

@@ -264,8 +264,9 @@ class PodWaiter:
     def collect_ledger(self, reader):
         self.requests += 2
         try:
+            # With DRA: a node whose GPUs are ResourceSlice devices has its ledger there (and is not refused).
             self.ledger = read_ledger(reader, node=self.params["ledger_node"],
-                                      patterns=tuple(self.params["ledger_resources"]))
+                                      patterns=tuple(self.params["ledger_resources"]), dra=True)
         except LedgerError as error:
             raise WaitFailed("reading the ledger of node {0}: {1}".format(self.params["ledger_node"], error))
 

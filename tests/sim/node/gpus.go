@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // realGPU is one line of the machine's GPU table (tests/device/nvml_gpus.py writes it from NVML).
@@ -37,47 +39,113 @@ func loadGPUTable(path string) ([]realGPU, error) {
 	return table, nil
 }
 
-// visibleGPUs decides, as the toolkit does, which GPUs a container gets: the CDI devices the kubelet passed,
-// else those NVIDIA_VISIBLE_DEVICES names (UUIDs or indexes, or all); none for unset, empty, void or none.
-func visibleGPUs(table []realGPU, env []string) []realGPU {
-	names := ""
-	for _, entry := range env {
-		if value, ok := strings.CutPrefix(entry, "GPUOPS_SIM_CDI_DEVICES="); ok && value != "" {
-			names = value
-			break
+// deviceListAsVolumeMountsRoot: where the device plugin's volume-mounts answer puts one /dev/null mount per device
+// and where NVIDIA_VISIBLE_DEVICES then points; the toolkit (accept-nvidia-visible-devices-as-volume-mounts) takes
+// the device names from those mounts' container paths.
+const deviceListAsVolumeMountsRoot = "/var/run/nvidia-container-devices"
+
+// volumeMountDevices: the device names the toolkit reads from a container's mounts: each mount of /dev/null whose
+// container path lies below the root, named by the rest of the path (the toolkit's requestsFromMounts).
+func volumeMountDevices(mounts []*runtimeapi.Mount) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, mount := range mounts {
+		if filepath.Clean(mount.GetHostPath()) != "/dev/null" {
+			continue
 		}
-		if value, ok := strings.CutPrefix(entry, "NVIDIA_VISIBLE_DEVICES="); ok {
-			names = value
+		target := filepath.Clean(mount.GetContainerPath())
+		name := strings.Trim(strings.TrimPrefix(target, deviceListAsVolumeMountsRoot), "/")
+		if !strings.HasPrefix(target, deviceListAsVolumeMountsRoot) || name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		names = append(names, name)
+	}
+	return names
+}
+
+// toolkitDeviceNames: the devices the toolkit's hook picks for a container: the volume-mount devices when there
+// are any, else NVIDIA_VISIBLE_DEVICES (UUIDs, indexes or all; unset, empty, void and none name none).
+func toolkitDeviceNames(env []string, mounts []*runtimeapi.Mount) []string {
+	if names := volumeMountDevices(mounts); len(names) > 0 {
+		return names
+	}
+	value := ""
+	for _, entry := range env {
+		if v, ok := strings.CutPrefix(entry, "NVIDIA_VISIBLE_DEVICES="); ok {
+			value = v
 		}
 	}
-	names = strings.TrimSpace(names)
-	if names == "" || names == "void" || names == "none" {
+	var names []string
+	for _, name := range strings.Split(value, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			names = append(names, name)
+		}
+	}
+	if contains(names, "void") || contains(names, "none") {
 		return nil
 	}
-	if names == "all" {
-		return table
-	}
-	var picked []realGPU
-	for _, name := range strings.Split(names, ",") {
-		name = strings.TrimSpace(name)
+	return names
+}
+
+// containerGPUs decides which of the machine's GPUs a container gets: the GPU device nodes its CDI devices
+// injected, and those the toolkit picks from its environment and mounts (after the CDI edits: NVIDIA's specs set
+// NVIDIA_VISIBLE_DEVICES=void, so an image's "all" does not add every GPU).
+func containerGPUs(table []realGPU, env []string, deviceNodes []string, mounts []*runtimeapi.Mount) []realGPU {
+	picked := map[int]bool{}
+	for _, minor := range gpuMinors(deviceNodes) {
 		for _, gpu := range table {
-			if name == gpu.UUID || name == strconv.Itoa(gpu.Index) {
-				picked = append(picked, gpu)
+			if gpu.Minor == minor {
+				picked[gpu.Index] = true
 			}
 		}
 	}
-	return picked
+	for _, name := range toolkitDeviceNames(env, mounts) {
+		for _, gpu := range table {
+			if name == "all" || name == gpu.UUID || name == strconv.Itoa(gpu.Index) {
+				picked[gpu.Index] = true
+			}
+		}
+	}
+	var gpus []realGPU
+	for _, gpu := range table {
+		if picked[gpu.Index] {
+			gpus = append(gpus, gpu)
+		}
+	}
+	return gpus
 }
 
-// containerInitArgv wraps a container's command in container-init for the GPUs it gets.
-func containerInitArgv(self string, gpus []realGPU, path string, argv []string) []string {
-	var minors, buses []string
-	for _, gpu := range gpus {
-		minors = append(minors, strconv.Itoa(gpu.Minor))
-		buses = append(buses, gpu.BusID)
+// containerInitArgv wraps a container's command in container-init: on a GPU machine (privateDev) a /dev with only
+// the given GPUs; and the device plugin's /dev/null mounts below /var/run/nvidia-container-devices, where the
+// container can list them.
+func containerInitArgv(self string, privateDev bool, gpus []realGPU, mounts []*runtimeapi.Mount, path string, argv []string) []string {
+	wrapped := []string{self, "container-init"}
+	if privateDev {
+		var minors, buses []string
+		for _, gpu := range gpus {
+			minors = append(minors, strconv.Itoa(gpu.Minor))
+			buses = append(buses, gpu.BusID)
+		}
+		wrapped = append(wrapped, "--private-dev", "--minors", strings.Join(minors, ","), "--bus-ids", strings.Join(buses, ","))
 	}
-	wrapped := []string{self, "container-init", "--minors", strings.Join(minors, ","), "--bus-ids", strings.Join(buses, ","), "--", path}
+	for _, mount := range deviceListMounts(mounts) {
+		wrapped = append(wrapped, "--device-mount", mount.GetHostPath()+":"+filepath.Clean(mount.GetContainerPath()))
+	}
+	wrapped = append(wrapped, "--", path)
 	return append(wrapped, argv[1:]...)
+}
+
+// deviceListMounts: a container's mounts below /var/run/nvidia-container-devices (the only CRI mounts this
+// runtime makes: the others, service-account tokens and /etc/hosts, are files the process reads where they are).
+func deviceListMounts(mounts []*runtimeapi.Mount) []*runtimeapi.Mount {
+	var picked []*runtimeapi.Mount
+	for _, mount := range mounts {
+		if strings.HasPrefix(filepath.Clean(mount.GetContainerPath()), deviceListAsVolumeMountsRoot+"/") {
+			picked = append(picked, mount)
+		}
+	}
+	return picked
 }
 
 // prctl(PR_CAPBSET_DROP, CAP_MKNOD): linux/prctl.h and linux/capability.h.
@@ -91,8 +159,11 @@ var driverDevices = []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvi
 
 func runContainerInit(args []string) error {
 	flags := flag.NewFlagSet("container-init", flag.ContinueOnError)
+	privateDev := flags.Bool("private-dev", false, "a private /dev with only the container's GPUs (a GPU machine)")
 	minorList := flags.String("minors", "", "minor numbers of the container's /dev/nvidiaN")
 	busList := flags.String("bus-ids", "", "PCI bus IDs of the container's GPUs (/proc/driver/nvidia/gpus)")
+	var deviceMounts listFlag
+	flags.Var(&deviceMounts, "device-mount", "HOSTPATH:CONTAINERPATH below /var/run/nvidia-container-devices (repeatable)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
@@ -100,16 +171,61 @@ func runContainerInit(args []string) error {
 	if len(command) == 0 {
 		return fmt.Errorf("container-init: no command")
 	}
-	devices := append([]string{}, baseDevices...)
-	if *minorList != "" {
-		devices = append(devices, driverDevices...)
-		for _, minor := range strings.Split(*minorList, ",") {
-			devices = append(devices, "nvidia"+minor)
-		}
-	}
 	// Our mounts stay in this namespace.
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("container-init: make / private: %w", err)
+	}
+	if *privateDev {
+		if err := privateDevWithGPUs(*minorList, *busList); err != nil {
+			return err
+		}
+	}
+	if err := mountDeviceList(deviceMounts); err != nil {
+		return err
+	}
+	return syscall.Exec(command[0], command, os.Environ())
+}
+
+// mountDeviceList makes /var/run/nvidia-container-devices in this mount namespace a folder of its own holding
+// the given mounts (one /dev/null per device, as containerd mounts the device plugin's answer).
+func mountDeviceList(mounts []string) error {
+	if len(mounts) == 0 {
+		return nil
+	}
+	// The sim makes the mount point when it starts (and removes it when it stops); made here if missing.
+	if err := os.MkdirAll(deviceListAsVolumeMountsRoot, 0o755); err != nil {
+		return fmt.Errorf("container-init: %w", err)
+	}
+	if err := syscall.Mount("tmpfs", deviceListAsVolumeMountsRoot, "tmpfs", syscall.MS_NOSUID|syscall.MS_NOEXEC, "mode=755"); err != nil {
+		return fmt.Errorf("container-init: %s: %w", deviceListAsVolumeMountsRoot, err)
+	}
+	for _, mount := range mounts {
+		host, target, ok := strings.Cut(mount, ":")
+		if !ok || !strings.HasPrefix(target, deviceListAsVolumeMountsRoot+"/") {
+			return fmt.Errorf("container-init: --device-mount %q: want HOSTPATH:%s/NAME", mount, deviceListAsVolumeMountsRoot)
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return fmt.Errorf("container-init: %w", err)
+		}
+		if err := os.WriteFile(target, nil, 0o644); err != nil {
+			return fmt.Errorf("container-init: %w", err)
+		}
+		if err := syscall.Mount(host, target, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("container-init: bind %s on %s: %w", host, target, err)
+		}
+	}
+	return nil
+}
+
+// privateDevWithGPUs gives this mount namespace a /dev with the ordinary devices, the driver's control devices
+// and only the given /dev/nvidiaN, and hides the other GPUs from /proc/driver/nvidia/gpus.
+func privateDevWithGPUs(minorList, busList string) error {
+	devices := append([]string{}, baseDevices...)
+	if minorList != "" {
+		devices = append(devices, driverDevices...)
+		for _, minor := range strings.Split(minorList, ",") {
+			devices = append(devices, "nvidia"+minor)
+		}
 	}
 	type node struct {
 		name string
@@ -126,7 +242,7 @@ func runContainerInit(args []string) error {
 	if err := syscall.Mount("tmpfs", "/dev", "tmpfs", syscall.MS_NOSUID|syscall.MS_NOEXEC, "mode=755"); err != nil {
 		return fmt.Errorf("container-init: private /dev: %w", err)
 	}
-	if err := hideOtherGPUs(strings.Split(*busList, ",")); err != nil {
+	if err := hideOtherGPUs(strings.Split(busList, ",")); err != nil {
 		return err
 	}
 	for _, n := range nodes {
@@ -148,7 +264,7 @@ func runContainerInit(args []string) error {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prCapbsetDrop, capMknod, 0); errno != 0 {
 		return fmt.Errorf("container-init: drop CAP_MKNOD: %w", errno)
 	}
-	return syscall.Exec(command[0], command, os.Environ())
+	return nil
 }
 
 // hideOtherGPUs leaves only the given GPUs in /proc/driver/nvidia/gpus, where NVML enumerates the cards.

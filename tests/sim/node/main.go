@@ -6,6 +6,8 @@
 //	                        container's command as a local process, PID 1 of its own PID namespace
 //	gpuops-simnode plugin   a device plugin (deviceplugin/v1beta1) that advertises a topology's GPUs (or, on a
 //	                        GPU machine, the real ones) to the kubelet and answers Allocate as NVIDIA's plugin does
+//	gpuops-simnode dra-driver  a DRA kubelet plugin (driver gpu.nvidia.com) that publishes the node's GPUs as
+//	                        ResourceSlices and prepares claims with CDI specs, as NVIDIA's DRA driver does
 //	gpuops-simnode container-init  (run by the runtime on a GPU machine) a container's private /dev with only
 //	                        its own GPUs, then the container's command
 //
@@ -20,7 +22,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gpuops-simnode runtime|plugin [flags]")
+		fmt.Fprintln(os.Stderr, "usage: gpuops-simnode runtime|plugin|dra-driver [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -29,10 +31,12 @@ func main() {
 		err = runRuntime(os.Args[2:])
 	case "plugin":
 		err = runPlugin(os.Args[2:])
+	case "dra-driver":
+		err = runDRADriver(os.Args[2:])
 	case "container-init":
 		err = runContainerInit(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: want runtime or plugin", os.Args[1])
+		err = fmt.Errorf("unknown command %q: want runtime, plugin or dra-driver", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gpuops-simnode:", err)

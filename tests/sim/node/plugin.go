@@ -1,8 +1,10 @@
 package main
 
 // The device plugin: advertises one node's simulated GPUs to the real kubelet over the device plugin API
-// (v1beta1) and answers Allocate the way NVIDIA's k8s-device-plugin does with DEVICE_LIST_STRATEGY=envvar
-// (or its CDI strategies). Written from the API, not from NVIDIA's code.
+// (v1beta1) and answers Allocate the way NVIDIA's k8s-device-plugin does in each of its DEVICE_LIST_STRATEGY
+// values (envvar, volume-mounts, cdi-annotations, cdi-cri) and DEVICE_ID_STRATEGY values (uuid, index); for the
+// CDI strategies it writes the CDI spec the runtime resolves the names against (plugin_cdi.go). Written from the
+// API and from reading NVIDIA's internal/plugin/server.go (getAllocateResponse), not from NVIDIA's code.
 
 import (
 	"context"
@@ -30,8 +32,10 @@ import (
 type pluginConfig struct {
 	Resource string         `json:"resource"`
 	Devices  []pluginDevice `json:"devices"`
-	// uuid | index: NVIDIA_VISIBLE_DEVICES names the devices; unset | void: CDI devices, no variable or "void".
-	VisibleDevices             string `json:"visible_devices"`
+	// DEVICE_LIST_STRATEGY: one or more of envvar, volume-mounts, cdi-annotations, cdi-cri.
+	DeviceListStrategy []string `json:"device_list_strategy"`
+	// DEVICE_ID_STRATEGY: uuid | index, how the answer names a device.
+	DeviceIDStrategy           string `json:"device_id_strategy"`
 	FailRequestsGreaterThanOne bool   `json:"fail_requests_greater_than_one"`
 	Replicated                 bool   `json:"replicated"`
 }
@@ -40,6 +44,7 @@ type pluginDevice struct {
 	ID    string `json:"id"`    // the ID registered with the kubelet (GPU-uuid, MIG-uuid, GPU-uuid::N)
 	UUID  string `json:"uuid"`  // what NVIDIA_VISIBLE_DEVICES says in uuid mode
 	Index string `json:"index"` // what it says in index mode ("0", or "0:3" for a MIG device)
+	Minor int    `json:"minor"` // the GPU's /dev/nvidiaN (the CDI spec's device node)
 }
 
 // pluginFaults is a file tests write to make the plugin misbehave; read on every call and watched.
@@ -63,6 +68,7 @@ func runPlugin(args []string) error {
 	flags := flag.NewFlagSet("plugin", flag.ContinueOnError)
 	dir := flags.String("plugin-dir", "", "the node's device-plugins folder (holds the kubelet's kubelet.sock)")
 	configFile := flags.String("config", "", "JSON plugin configuration")
+	cdiDir := flags.String("cdi-spec-dir", "", "where the CDI spec goes for the CDI strategies (NVIDIA's plugin: /var/run/cdi)")
 	faultsFile := flags.String("faults", "", "JSON faults file (optional; may appear later)")
 	if err := flags.Parse(args); err != nil {
 		return err
@@ -77,6 +83,17 @@ func runPlugin(args []string) error {
 	}
 	for _, device := range plugin.config.Devices {
 		plugin.byID[device.ID] = device
+	}
+	if err := plugin.validateStrategies(); err != nil {
+		return fmt.Errorf("%s: %w", *configFile, err)
+	}
+	if plugin.anyCDI() && len(plugin.config.Devices) > 0 {
+		// As NVIDIA's plugin: the spec is written when the plugin starts, before it registers.
+		path, err := plugin.writeCDISpec(*cdiDir)
+		if err != nil {
+			return err
+		}
+		log.Printf("plugin: wrote the CDI spec %s", path)
 	}
 	socketName := "gpuops-" + strings.NewReplacer("/", "-", ".", "-").Replace(plugin.config.Resource) + ".sock"
 	stop := make(chan os.Signal, 1)
@@ -242,6 +259,60 @@ func (p *devicePlugin) GetPreferredAllocation(_ context.Context, request *plugin
 	return response, nil
 }
 
+const (
+	visibleDevicesEnv      = "NVIDIA_VISIBLE_DEVICES"
+	volumeMountsHostPath   = "/dev/null"
+	volumeMountsRoot       = "/var/run/nvidia-container-devices"
+	cdiVendor              = "k8s.device-plugin.nvidia.com"
+	cdiClass               = "gpu"
+	cdiAnnotationPrefix    = "cdi.k8s.io/"
+	cdiAnnotationPluginKey = "nvidia-device-plugin"
+)
+
+var deviceListStrategies = []string{"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"}
+
+func (p *devicePlugin) validateStrategies() error {
+	if len(p.config.DeviceListStrategy) == 0 {
+		p.config.DeviceListStrategy = []string{"envvar"}
+	}
+	for _, strategy := range p.config.DeviceListStrategy {
+		if !contains(deviceListStrategies, strategy) {
+			return fmt.Errorf("invalid device list strategy %q: want one of %v", strategy, deviceListStrategies)
+		}
+	}
+	switch p.config.DeviceIDStrategy {
+	case "":
+		p.config.DeviceIDStrategy = "uuid"
+	case "uuid", "index":
+	default:
+		return fmt.Errorf("invalid device ID strategy %q: want uuid or index", p.config.DeviceIDStrategy)
+	}
+	return nil
+}
+
+func (p *devicePlugin) includes(strategy string) bool {
+	return contains(p.config.DeviceListStrategy, strategy)
+}
+
+func (p *devicePlugin) anyCDI() bool { return p.includes("cdi-annotations") || p.includes("cdi-cri") }
+
+func (p *devicePlugin) allCDI() bool {
+	for _, strategy := range p.config.DeviceListStrategy {
+		if !strings.HasPrefix(strategy, "cdi-") {
+			return false
+		}
+	}
+	return true
+}
+
+// deviceName: how the answer names a device, by the device ID strategy (the UUID, or the index "0" / "0:3").
+func (p *devicePlugin) deviceName(device pluginDevice) string {
+	if p.config.DeviceIDStrategy == "index" {
+		return device.Index
+	}
+	return device.UUID
+}
+
 func (p *devicePlugin) Allocate(_ context.Context, request *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	faults := p.faults()
 	response := &pluginapi.AllocateResponse{}
@@ -252,7 +323,6 @@ func (p *devicePlugin) Allocate(_ context.Context, request *pluginapi.AllocateRe
 				p.config.Resource, len(container.DevicesIds))
 		}
 		var names []string
-		var cdi []*pluginapi.CDIDevice
 		for _, id := range container.DevicesIds {
 			device, known := p.byID[id]
 			if !known {
@@ -261,29 +331,51 @@ func (p *devicePlugin) Allocate(_ context.Context, request *pluginapi.AllocateRe
 			if faults.WrongID == "first" {
 				device = p.config.Devices[0]
 			}
-			name := device.UUID
-			if p.config.VisibleDevices == "index" {
-				name = device.Index
-			}
-			if !contains(names, name) { // replicas of one card name it once
+			if name := p.deviceName(device); !contains(names, name) { // replicas of one card name it once
 				names = append(names, name)
-				cdi = append(cdi, &pluginapi.CDIDevice{Name: "k8s.device-plugin.nvidia.com/gpu=" + device.UUID})
 			}
 		}
-		answer := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}}
-		switch p.config.VisibleDevices {
-		case "uuid", "index", "":
-			answer.Envs["NVIDIA_VISIBLE_DEVICES"] = strings.Join(names, ",")
-		case "void":
-			answer.Envs["NVIDIA_VISIBLE_DEVICES"] = "void"
-			answer.CdiDevices = cdi
-		case "unset":
-			answer.CdiDevices = cdi
-		}
-		log.Printf("plugin: Allocate %v -> env %v cdi %d", container.DevicesIds, answer.Envs, len(answer.CdiDevices))
+		answer := p.answer(names)
+		log.Printf("plugin: Allocate %v -> env %v mounts %d annotations %v cdi %d", container.DevicesIds, answer.Envs,
+			len(answer.Mounts), answer.Annotations, len(answer.CdiDevices))
 		response.ContainerResponses = append(response.ContainerResponses, answer)
 	}
 	return response, nil
+}
+
+// answer: the container's part of the Allocate response for the named devices, in each configured strategy.
+func (p *devicePlugin) answer(names []string) *pluginapi.ContainerAllocateResponse {
+	answer := &pluginapi.ContainerAllocateResponse{Envs: map[string]string{}}
+	if p.anyCDI() {
+		var qualified []string
+		for _, name := range names {
+			qualified = append(qualified, cdiVendor+"/"+cdiClass+"="+name)
+		}
+		if p.includes("cdi-annotations") {
+			// The CDI library's annotation key: the prefix, the plugin's name, "_" and a fresh ID per response.
+			answer.Annotations = map[string]string{
+				cdiAnnotationPrefix + cdiAnnotationPluginKey + "_" + newResponseID(): strings.Join(qualified, ",")}
+		}
+		if p.includes("cdi-cri") {
+			for _, name := range qualified {
+				answer.CdiDevices = append(answer.CdiDevices, &pluginapi.CDIDevice{Name: name})
+			}
+		}
+	}
+	if p.allCDI() {
+		return answer
+	}
+	if p.includes("envvar") {
+		answer.Envs[visibleDevicesEnv] = strings.Join(names, ",")
+	}
+	if p.includes("volume-mounts") {
+		answer.Envs[visibleDevicesEnv] = volumeMountsRoot
+		for _, name := range names {
+			answer.Mounts = append(answer.Mounts, &pluginapi.Mount{HostPath: volumeMountsHostPath,
+				ContainerPath: filepath.Join(volumeMountsRoot, name)})
+		}
+	}
+	return answer
 }
 
 func (p *devicePlugin) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {

@@ -46,14 +46,16 @@ func startProcess(c *container, s *sandbox, env []string, toolDir string, gpuTab
 	// PID 1 of its own PID namespace: a signal without a handler does not kill it (a shell without a trap ignores
 	// SIGTERM), and when it exits the kernel ends every other process of the container, as in a real container.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Setsid: true}
-	if gpuTable != nil {
-		// Real GPUs: a mount namespace of its own, where container-init leaves only the container's GPUs.
+	if gpuTable != nil || len(deviceListMounts(c.config.Mounts)) > 0 {
+		// A mount namespace of its own, where container-init leaves only the container's GPUs (real GPUs) and
+		// mounts the device plugin's device list.
 		self, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
 		cmd.Path = self
-		cmd.Args = containerInitArgv(self, visibleGPUs(gpuTable, env), path, argv)
+		cmd.Args = containerInitArgv(self, gpuTable != nil, containerGPUs(gpuTable, env, c.deviceNodes, c.config.Mounts),
+			c.config.Mounts, path, argv)
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWNS
 	}
 	stdoutRead, stdoutWrite, err := os.Pipe()

@@ -54,6 +54,9 @@ type container struct {
 	message    string
 	process    *os.Process
 	exited     chan struct{}
+	// After the CDI devices' edits (cdi.go): the environment the image and the kubelet set, and the device nodes.
+	env         []string
+	deviceNodes []string
 }
 
 type processRuntime struct {
@@ -69,6 +72,7 @@ type processRuntime struct {
 	unpullable map[string]bool
 	readyFile  string
 	gpuTable   []realGPU // nil in the simulated cluster; the machine's GPUs on a GPU machine
+	cdiDirs    []string  // the node's CDI spec folders (containerd's cdi_spec_dirs)
 	ipCounter  int
 	idCounter  int
 }
@@ -85,15 +89,16 @@ func runRuntime(args []string) error {
 	toolDir := flags.String("tool-dir", "", "folder put first on every container's PATH (the node's nvidia-smi)")
 	readyFile := flags.String("not-ready-file", "", "while this file exists the runtime reports RuntimeReady=false")
 	gpuTableFile := flags.String("gpu-table", "", "JSON table of this machine's real GPUs: give each container only its own")
-	var imageEnv, unpullable listFlag
+	var imageEnv, unpullable, cdiDirs listFlag
 	flags.Var(&imageEnv, "image-env", "NAME=VALUE every image sets (repeatable)")
+	flags.Var(&cdiDirs, "cdi-spec-dir", "folder of CDI spec files, lowest priority first, as containerd's cdi_spec_dirs (repeatable)")
 	flags.Var(&unpullable, "unpullable", "image whose pull fails (repeatable)")
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
 	r := &processRuntime{sandboxes: map[string]*sandbox{}, containers: map[string]*container{},
 		images: map[string]*runtimeapi.Image{}, stateDir: *stateDir, toolDir: *toolDir, imageEnv: imageEnv,
-		unpullable: map[string]bool{}, readyFile: *readyFile}
+		unpullable: map[string]bool{}, readyFile: *readyFile, cdiDirs: cdiDirs}
 	for _, image := range unpullable {
 		r.unpullable[image] = true
 	}
@@ -285,6 +290,34 @@ func (r *processRuntime) CreateContainer(_ context.Context, request *runtimeapi.
 	}
 	c := &container{id: r.newID("c"), sandboxID: s.id, config: request.Config, state: runtimeapi.ContainerState_CONTAINER_CREATED,
 		createdAt: time.Now().UnixNano(), imageRef: imageID(request.Config.GetImage().GetImage()), exited: make(chan struct{})}
+	// As containerd: the CDI devices are resolved when the container is created; one that no spec names fails it.
+	names, err := cdiDeviceNames(request.Config)
+	if err == nil {
+		var injection *cdiInjection
+		if injection, err = injectCDIDevices(r.cdiDirs, r.baseEnvironment(request.Config), names); err == nil {
+			c.env, c.deviceNodes = injection.Env, injection.DeviceNodes
+			if len(names) > 0 {
+				var annotated []string
+				for key := range request.Config.GetAnnotations() {
+					if strings.HasPrefix(key, "cdi.k8s.io/") {
+						annotated = append(annotated, key)
+					}
+				}
+				log.Printf("runtime: container %s: CDI devices %v (%d in the CRI request, annotations %v) -> device nodes %v",
+					request.Config.GetMetadata().GetName(), names, len(request.Config.GetCDIDevices()), annotated, injection.DeviceNodes)
+			}
+		}
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Unknown, "failed to create containerd container: %v", err)
+	}
+	if mounts := deviceListMounts(request.Config.Mounts); len(mounts) > 0 {
+		var targets []string
+		for _, mount := range mounts {
+			targets = append(targets, mount.GetHostPath()+" on "+mount.GetContainerPath())
+		}
+		log.Printf("runtime: container %s: device mounts %v", request.Config.GetMetadata().GetName(), targets)
+	}
 	if request.Config.LogPath != "" && s.config.LogDirectory != "" {
 		c.logPath = filepath.Join(s.config.LogDirectory, request.Config.LogPath)
 		if err := os.MkdirAll(filepath.Dir(c.logPath), 0o755); err != nil {
@@ -338,10 +371,11 @@ func (r *processRuntime) StartContainer(_ context.Context, request *runtimeapi.S
 	return &runtimeapi.StartContainerResponse{}, nil
 }
 
-// environment: the image's variables, then the kubelet's (which carry the device plugin's), as containerd merges them.
-func (r *processRuntime) environment(c *container) []string {
-	values := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": c.workDir}
-	order := []string{"PATH", "HOME"}
+// baseEnvironment: the image's variables, then the kubelet's (which carry the device plugin's), as containerd
+// merges them, before any CDI edit.
+func (r *processRuntime) baseEnvironment(config *runtimeapi.ContainerConfig) []string {
+	values := map[string]string{"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	order := []string{"PATH"}
 	set := func(name, value string) {
 		if _, seen := values[name]; !seen {
 			order = append(order, name)
@@ -353,26 +387,32 @@ func (r *processRuntime) environment(c *container) []string {
 			set(name, value)
 		}
 	}
-	for _, kv := range c.config.Envs {
+	for _, kv := range config.Envs {
 		set(kv.Key, string(kv.Value))
-	}
-	// CDI devices (the plugin's cdi-cri answer): the NVIDIA CDI spec injects the GPUs' device nodes. Nothing is
-	// injected here; the node's nvidia-smi reads which devices a CDI injection would have given.
-	var cdi []string
-	for _, device := range c.config.CDIDevices {
-		if _, uuid, ok := strings.Cut(device.Name, "="); ok {
-			cdi = append(cdi, uuid)
-		}
-	}
-	if len(cdi) > 0 {
-		set("GPUOPS_SIM_CDI_DEVICES", strings.Join(cdi, ","))
-	}
-	if r.toolDir != "" {
-		values["PATH"] = r.toolDir + ":" + values["PATH"]
 	}
 	env := make([]string, 0, len(order))
 	for _, name := range order {
 		env = append(env, name+"="+values[name])
+	}
+	return env
+}
+
+// environment: the container's environment after the CDI edits, with HOME its working folder and the node's tools
+// first on PATH.
+func (r *processRuntime) environment(c *container) []string {
+	env := []string{"HOME=" + c.workDir}
+	for _, entry := range c.env {
+		if value, ok := strings.CutPrefix(entry, "PATH="); ok && r.toolDir != "" {
+			entry = "PATH=" + r.toolDir + ":" + value
+		}
+		if !strings.HasPrefix(entry, "HOME=") {
+			env = append(env, entry)
+		}
+	}
+	if len(c.deviceNodes) > 0 && r.gpuTable == nil {
+		// No real devices here: the node's nvidia-smi (fake_nvidia_smi.py) reads the device nodes the CDI specs
+		// injected from this variable, where a real one would find them in the container's /dev.
+		env = append(env, "GPUOPS_SIM_DEVICE_NODES="+strings.Join(c.deviceNodes, ","))
 	}
 	return env
 }

@@ -22,6 +22,7 @@ def machine(tmp_path, monkeypatch):
     monkeypatch.setattr(nodes, "SYSCTL_ROOT", sysctls)
     monkeypatch.setattr(nodes, "SYSCTLS", ("vm/overcommit_memory",))
     monkeypatch.setattr(nodes, "DEVICE_PLUGIN_DIR", tmp_path / "var-lib-kubelet" / "device-plugins")
+    monkeypatch.setattr(nodes, "DEVICE_LIST_DIR", tmp_path / "var-run" / "nvidia-container-devices")
     monkeypatch.setattr(nodes, "HOST_STATE_DIR", tmp_path / "run-gpuops-sim")
     state = {"running": []}
     monkeypatch.setattr(nodes, "_sim_node_processes", lambda: list(state["running"]))

@@ -18,8 +18,8 @@ def test_filter_names():
     # The general filters and the role's private ones live in separate files, so a reader sees which is which.
     assert sorted(scheduling.FilterModule().filters()) == ["failed_scheduling", "scheduling_event_timeline"]
     assert sorted(gpu_demo.FilterModule().filters()) == ["gpu_demo_admission", "gpu_demo_cleanup", "gpu_demo_evidence",
-                                                         "gpu_demo_hold_summary", "gpu_demo_preflight", "gpu_demo_timeline",
-                                                         "gpu_demo_walk"]
+                                                         "gpu_demo_hold_summary", "gpu_demo_preflight", "gpu_demo_run_claims",
+                                                         "gpu_demo_timeline", "gpu_demo_walk"]
 
 
 def test_failed_scheduling_filter():

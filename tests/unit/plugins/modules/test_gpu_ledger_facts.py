@@ -143,7 +143,8 @@ def connection(api):
 
 
 def test_one_node(api, run_module):
-    result = run_module({"node": "ledger-fixture-a", **connection(api)})
+    # The device-plugin reads only (dra: false); test_dra_reads_on_an_api_server_without_resource_v1 counts the others.
+    result = run_module({"node": "ledger-fixture-a", "dra": False, **connection(api)})
     assert result["changed"] is False and "failed" not in result
     gpu = result["ledger"]["nodes"]["ledger-fixture-a"]["resources"]["nvidia.com/gpu"]
     assert (gpu["allocatable"], gpu["requested"], gpu["free"]) == (7, 15, -8)
@@ -168,7 +169,7 @@ def test_one_node_read_as_the_fleet(api, run_module):
 
 
 def test_fleet_with_operator_pods_takes_three_reads(api, run_module):
-    result = run_module({"operator_namespace": "gpu-operator", **connection(api)})
+    result = run_module({"operator_namespace": "gpu-operator", "dra": False, **connection(api)})
     assert sorted(result["ledger"]["nodes"]) == ["ledger-fixture-a", "ledger-fixture-b"]
     assert result["ledger"]["operator"]["running"]["device_plugin"] is True
     assert result["ledger"]["nodes"]["ledger-fixture-a"]["operator_running"]["device_plugin"] is True
@@ -183,9 +184,9 @@ def test_runs_in_check_mode(api, run_module):
 
 
 def test_a_few_nodes(api, run_module):
-    result = run_module({"nodes": ["ledger-fixture-b", "ledger-fixture-a"], **connection(api)})
+    result = run_module({"nodes": ["ledger-fixture-b", "ledger-fixture-a"], "dra": False, **connection(api)})
     assert "failed" not in result, result.get("msg")
-    whole = run_module(connection(api))
+    whole = run_module({"dra": False, **connection(api)})
     assert sorted(result["ledger"]["nodes"]) == ["ledger-fixture-a", "ledger-fixture-b"]
     assert result["ledger"]["nodes"] == whole["ledger"]["nodes"] and result["ledger"]["pending"] == whole["ledger"]["pending"]
     # Two GETs, two node pod lists, the unscheduled pods; the fleet read: the node list and one pod list.
@@ -211,8 +212,19 @@ def test_connection_from_a_kubeconfig(api, run_module, tmp_path):
         "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
         "users": [{"name": "fake", "user": {"token": TOKEN}}],
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}]}))
-    result = run_module({"node": "ledger-fixture-b", "kubeconfig": str(kubeconfig)})
+    result = run_module({"node": "ledger-fixture-b", "kubeconfig": str(kubeconfig), "dra": False})
     assert result["api_calls"] == 3
+
+
+def test_dra_reads_on_an_api_server_without_resource_v1(api, run_module):
+    # This fake API server serves no resource.k8s.io/v1: the slices list answers 404, and the ledger is the
+    # device plugin's alone. A node read adds the node's slices and the DeviceClasses; the fleet read those two
+    # (the claims are not asked for once the slices are not served).
+    node = run_module({"node": "ledger-fixture-a", **connection(api)})
+    fleet = run_module(connection(api))
+    assert node["ledger"]["dra_served"] is False and fleet["ledger"]["dra_served"] is False
+    assert "dra" not in node["ledger"]["nodes"]["ledger-fixture-a"]
+    assert (node["api_calls"], fleet["api_calls"]) == (5, 3)
 
 
 def test_unknown_node(api, run_module):

@@ -254,3 +254,68 @@ def test_a_pod_a_later_wait_no_longer_finds_was_gone_by_that_waits_start():
     seen = dict(release_wait, transitions={"q": {"created": 1791792063.0, "deleted": 1791792065.1}})
     assert merge_transitions([hold_wait, seen, delete_wait])["q"]["deleted"] == 1791792065.1
     assert "deleted" not in merge_transitions([hold_wait, {"transitions": {}}])["h"]
+
+
+# --- how the device plugin handed the GPUs over ------------------------------------------------------------
+# The shapes a hold pod's evidence takes in each of NVIDIA's device list strategies, with each device ID strategy:
+# NVIDIA/k8s-device-plugin v0.20.0 internal/plugin/server.go getAllocateResponse (updateResponseForDeviceListEnvVar:
+# NVIDIA_VISIBLE_DEVICES=<ids joined by ",">; updateResponseForDeviceMounts: NVIDIA_VISIBLE_DEVICES=
+# /var/run/nvidia-container-devices and a /dev/null mount at /var/run/nvidia-container-devices/<id> per device;
+# updateResponseForCDI: CDI names only, the variable left to the CDI spec, which sets it to void: the toolkit's
+# pkg/nvcdi/wrapper.go GetCommonEdits). The ids are UUIDs or indexes (uniqueDeviceIDsFromAnnotatedDeviceIDs).
+UUID_1 = "GPU-6f8194bc-f7fc-d1e5-bf0f-a7e181482c11"
+SMI_ONE = "GPU 0: NVIDIA H20 (UUID: {0})\n".format(UUID)
+SMI_TWO = SMI_ONE + "GPU 1: NVIDIA H20 (UUID: {0})\n".format(UUID_1)
+DEVICE_DIR = "/var/run/nvidia-container-devices"
+
+
+@pytest.mark.parametrize("strategy, log, handover, named, corroborated", [
+    ("envvar, uuid", SMI_ONE + "NVIDIA_VISIBLE_DEVICES={0}\n".format(UUID), "uuids", [UUID], True),
+    ("envvar, uuid, two", SMI_TWO + "NVIDIA_VISIBLE_DEVICES={0},{1}\n".format(UUID_1, UUID), "uuids", [UUID_1, UUID], True),
+    ("envvar, index", SMI_ONE + "NVIDIA_VISIBLE_DEVICES=3\n", "indexes", ["3"], True),
+    ("volume-mounts, uuid", SMI_ONE + "NVIDIA_VISIBLE_DEVICES={0}\n{0}/{1}\n".format(DEVICE_DIR, UUID), "mounts", [UUID], True),
+    ("volume-mounts, uuid, two", SMI_TWO + "NVIDIA_VISIBLE_DEVICES={0}\n{0}/{1}\n{0}/{2}\n".format(DEVICE_DIR, UUID, UUID_1),
+     "mounts", [UUID, UUID_1], True),
+    ("volume-mounts, index", SMI_ONE + "NVIDIA_VISIBLE_DEVICES={0}\n{0}/0\n".format(DEVICE_DIR), "mounts", ["0"], True),
+    # A custom evidence command that does not list the folder: nothing names the devices.
+    ("volume-mounts, unlisted", SMI_ONE + "NVIDIA_VISIBLE_DEVICES={0}\n".format(DEVICE_DIR), "mounts", [], None),
+    ("cdi-cri or cdi-annotations", SMI_ONE + "NVIDIA_VISIBLE_DEVICES=void\n", "cdi", [], None),
+    ("CDI without the spec's variable", SMI_ONE, "cdi", [], None),
+    ("an image's all", SMI_TWO + "NVIDIA_VISIBLE_DEVICES=all\n", "all", [], None),
+    ("no device", "NVIDIA_VISIBLE_DEVICES=void\n", "none", [], None),
+])
+def test_each_hand_over_is_read_from_the_pods_evidence(strategy, log, handover, named, corroborated):
+    evidence = hold_evidence(log)
+    assert (evidence["handover"], evidence["named"], evidence["corroborated"]) == (handover, named, corroborated), strategy
+
+
+@pytest.mark.parametrize("log", [
+    # the plugin named the first GPU for a pod that got the second (its nvidia-smi shows what was injected)
+    SMI_ONE + "NVIDIA_VISIBLE_DEVICES={0}\n".format(UUID_1),
+    SMI_ONE + "NVIDIA_VISIBLE_DEVICES={0}\n{0}/{1}\n".format(DEVICE_DIR, UUID_1),
+    SMI_ONE + "NVIDIA_VISIBLE_DEVICES={0}\n{0}/0\n{0}/1\n".format(DEVICE_DIR),
+    # the variable itself taken for a device (what the evidence was read as before volume mounts were known)
+    SMI_ONE + "NVIDIA_VISIBLE_DEVICES={0}\n{0}/not-a-gpu\n".format(DEVICE_DIR),
+])
+def test_names_that_are_not_the_devices_shown_are_not_corroborated(log):
+    assert hold_evidence(log)["corroborated"] is False
+
+
+def test_the_hand_over_in_words_never_shows_an_internal_name():
+    from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import HANDOVER_WORDS, handover_text
+    assert set(HANDOVER_WORDS["en"]) == set(HANDOVER_WORDS["zh"])
+    for lang, words in HANDOVER_WORDS.items():
+        for way, text in words.items():
+            for internal in ("envvar", "volume-mounts", "cdi-cri", "cdi-annotations", " is list", "uuids", "mode"):
+                assert internal not in text, (lang, way, text)
+    assert handover_text(["mounts"]) == "the device plugin mounts one file per GPU under /var/run/nvidia-container-devices"
+    assert handover_text(["indexes"]) == "the device plugin passes GPU indexes in NVIDIA_VISIBLE_DEVICES"
+    assert handover_text(["uuids"], "zh") == "设备插件通过 NVIDIA_VISIBLE_DEVICES 传递 GPU UUID"
+    assert "through CDI" in handover_text(["cdi"])
+
+
+def test_two_pods_shown_one_gpu_name_it_as_shared():
+    log = SMI_ONE + "NVIDIA_VISIBLE_DEVICES={0}\n{0}/{1}\n".format(DEVICE_DIR, UUID)
+    summary = hold_summary([{"name": "a", "log": log}, {"name": "b", "log": log}], {"a": 1, "b": 1})
+    assert summary["one_gpu_per_unit"] is False and summary["shared"] == [UUID]
+    assert summary["handovers"] == ["mounts"] and summary["corroborated"] is True

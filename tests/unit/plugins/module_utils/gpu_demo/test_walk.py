@@ -66,7 +66,7 @@ def test_a_walk_that_followed_the_walkthrough_passes_every_check_with_the_walkth
         "hold_running": (True, "1 hold pod(s) Running on prod102 with 1 unit(s) of nvidia.com/gpu after 0.231 s"),
         "hold_never_preempts": (True, "hold pods have preemptionPolicy Never"),
         "hold_one_gpu_per_unit": (True, "nvidia-smi -L in the hold pods shows 1 device(s) for 1 unit(s), 1 distinct ({0})".format(UUID)),
-        "hold_env_corroborates": (True, "NVIDIA_VISIBLE_DEVICES is list in the hold pods: it names the GPUs nvidia-smi shows"),
+        "hold_env_corroborates": (True, "the device plugin passes UUIDs in NVIDIA_VISIBLE_DEVICES: they name the GPUs nvidia-smi shows"),
         "queue_pending": (True, "gpu-demo-queue: Pending, node <none>, IP <none>"),
         "queue_insufficient": (True, "FailedScheduling: " + SEED),
         "ledger_full": (True, "ledger nvidia.com/gpu on prod102: allocatable 1, requested 1, free 0; the hold pods account for 1; "
@@ -211,7 +211,7 @@ def test_a_mig_walk_judges_mig_devices():
     assert all(passed for passed, _detail in checks.values()), checks
     assert checks["hold_one_gpu_per_unit"][1] == (
         "nvidia-smi -L in the hold pods shows 1 device(s) for 1 unit(s), 1 distinct ({0} (1g.10gb on {1}))".format(MIG_0, H100))
-    assert checks["hold_env_corroborates"][1] == "NVIDIA_VISIBLE_DEVICES is list in the hold pods: it names the MIG devices nvidia-smi shows"
+    assert checks["hold_env_corroborates"][1] == "the device plugin passes UUIDs in NVIDIA_VISIBLE_DEVICES: they name the MIG devices nvidia-smi shows"
     assert checks["queue_got_held_gpu"][1] == "the queue pod saw {0} (1g.10gb on {1}); the hold had {0}".format(MIG_0, H100)
     assert judged["hold_summary"]["unit_uuids"] == [MIG_0] and judged["queue_evidence"]["unit_uuids"] == [MIG_0]
 
@@ -225,4 +225,5 @@ def test_a_mig_walk_whose_queue_got_another_mig_device_of_the_same_gpu_fails():
 def test_a_mig_hold_whose_variable_names_the_parent_gpu_is_not_corroborated():
     judged = judge(mig_walk(visible=H100), settings=MIG_SETTINGS)
     assert details(judged)["hold_env_corroborates"] == (
-        False, "NVIDIA_VISIBLE_DEVICES is list in the hold pods: it names other MIG devices than nvidia-smi shows")
+        False, "the device plugin passes UUIDs in NVIDIA_VISIBLE_DEVICES, but gpu-demo-hold is given {0} and nvidia-smi shows {1}".format(
+            H100, MIG_0))

@@ -223,3 +223,34 @@ def test_event_timeline_keeps_time_order_across_pods_but_binding_first_within_a_
     rows = event_timeline(events)
     assert [(row["pod"], row["reason"]) for row in rows] == [
         ("hold", "Scheduled"), ("hold", "Pulled"), ("queue", "FailedScheduling"), ("hold", "Killing")]
+
+
+# Captured from kube-scheduler 1.36.3 on the simulated cluster: a pod whose claim (DeviceClass gpu.nvidia.com) finds
+# the node's only GPU allocated to another claim.
+DRA_SHORTAGE = ("0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: 0/1 nodes are "
+                "available: 1 Preemption is not helpful for scheduling.")
+
+
+def test_dra_cannot_allocate_all_claims():
+    parsed = parse_failed_scheduling(DRA_SHORTAGE)
+    assert parsed["reasons"] == {"cannot allocate all claims": 1}
+    assert parsed["messages"] == ["still not schedulable"]
+    assert parsed["insufficient"] == []
+    assert parsed["dra"] == {"shortage": {"cannot allocate all claims": 1}, "cannot_allocate": True, "problems": []}
+    assert parsed["preemption"]["reasons"] == {"Preemption is not helpful for scheduling": 1}
+
+
+def test_dra_shortage_is_not_read_into_a_device_plugin_refusal():
+    parsed = parse_failed_scheduling("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. no new claims to deallocate, "
+                                     "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+    assert parsed["dra"]["cannot_allocate"] is False and parsed["insufficient"] == ["nvidia.com/gpu"]
+
+
+def test_dra_prefilter_problems():
+    missing = parse_failed_scheduling("0/1 nodes are available: request gpu: device class big.gpu.example.com does not exist. "
+                                      "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
+    assert missing["dra"]["cannot_allocate"] is False
+    assert missing["dra"]["problems"] == [{"kind": "device_class_missing", "request": "gpu", "device_class": "big.gpu.example.com",
+                                           "text": "request gpu: device class big.gpu.example.com does not exist"}]
+    pinned = parse_failed_scheduling("0/2 nodes are available: 2 resourceclaim not available on the node.")
+    assert [problem["kind"] for problem in pinned["dra"]["problems"]] == ["claim_pinned_elsewhere"]

@@ -80,6 +80,10 @@ def test_gpu_list_without_gpus(text):
         ("0,1", "list", [], ["0", "1"]),
         ("0:1", "list", [], ["0:1"]),
         ("MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f", "list", ["MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f"], []),
+        # DEVICE_LIST_STRATEGY=volume-mounts (k8s-device-plugin internal/plugin/server.go updateResponseForDeviceMounts):
+        # the value points at the folder of mounts; it is no device.
+        ("/var/run/nvidia-container-devices", "mounts", [], []),
+        ("/var/run/nvidia-container-devices/", "mounts", [], []),
     ],
 )
 def test_visible_devices(value, mode, uuids, indexes):
@@ -92,6 +96,14 @@ def test_visible_devices_from_a_log():
     # With CDI the variable is absent: unset, not "no GPU".
     assert smi.visible_devices_from_env("GPU 0: NVIDIA H20 (UUID: %s)\n" % H20_UUID)["mode"] == "unset"
     assert smi.visible_devices_from_env("PATH=/usr/bin\nNVIDIA_VISIBLE_DEVICES=void\n")["mode"] == "void"
+
+
+def test_device_list_from_the_evidence_lines():
+    text = ("NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices\n/var/run/nvidia-container-devices/%s\n"
+            "2026-12-01T09:00:00Z /var/run/nvidia-container-devices/0\n/var/run/nvidia-container-devices/imex/3\n"
+            "/var/run/nvidia-container-devices/%s\n" % (H20_UUID, H20_UUID))
+    assert smi.device_list_from_text(text) == [H20_UUID, "0"]
+    assert smi.device_list_from_text("") == [] and smi.device_list_from_text(None) == []
 
 
 # --- CSV ----------------------------------------------------------------------------------------------

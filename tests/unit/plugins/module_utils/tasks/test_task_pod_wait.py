@@ -279,6 +279,13 @@ class FakeReader:
             return []   # no unscheduled pod
         return [make_pod("gpu-demo-hold", phase="Running", node="prod102", scheduled=True)]
 
+    # An API server without resource.k8s.io/v1: the DRA reads answer "not served".
+    def list_resource_slices(self, field_selector=None):
+        return None
+
+    def list_device_classes(self):
+        return None
+
 
 def test_ledger_is_read_once_the_condition_holds():
     node = {"metadata": {"name": "prod102", "labels": {}}, "spec": {},

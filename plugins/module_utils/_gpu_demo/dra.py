@@ -1,0 +1,118 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
+"""The walk through Dynamic Resource Allocation: a node's devices of one DeviceClass, read as the walk reads a device
+plugin's resource, and the evidence that each hold pod got the device its claim was allocated.
+
+On a DRA node the walk's unit is a device of the DeviceClass (``gpu.nvidia.com``) in the node's ResourceSlices:
+capacity and allocatable are the devices in the class, requested the allocated ones, and the holders the pods the
+claims are reserved for, one unit per device. The judges of preflight.py, walk.py and cleanup.py then read it as
+they read ``nvidia.com/gpu``; what only DRA has (the claims, devices and pool) comes along under ``dra``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+ALLOCATIONS = ("auto", "device_plugin", "dra")
+
+
+def class_entry(node_entry, device_class):
+    """The ledger entry of ``device_class`` on a node (gpu_ledger_facts' ``nodes.<node>``) in the shape of a device
+    plugin resource, or {} when no driver of the node has devices in that class."""
+    drivers = ((node_entry or {}).get("dra") or {}).get("drivers") or {}
+    devices, pools, names = [], [], []
+    for driver, entry in sorted(drivers.items()):
+        if device_class not in (entry.get("classes") or {}):
+            continue
+        names.append(driver)
+        pools.extend(pool for pool in entry.get("pools") or [] if pool not in pools)
+        devices.extend(dict(device, driver=driver) for device in entry.get("devices") or []
+                       if device_class in (device.get("classes") or []))
+    if not names:
+        return {}
+    holders = {}
+    for device in devices:
+        for pod in device.get("holders") or []:
+            key = (pod.get("namespace"), pod.get("name"))
+            holder = holders.setdefault(key, {"namespace": pod.get("namespace"), "name": pod.get("name"), "uid": pod.get("uid"),
+                                              "units": 0, "claims": [], "devices": []})
+            holder["units"] += 1
+            holder["devices"].append(device["name"])
+            claim = (device.get("claim") or {}).get("name")
+            if claim and claim not in holder["claims"]:
+                holder["claims"].append(claim)
+    allocated = sum(1 for device in devices if device.get("allocated"))
+    return {
+        "capacity": len(devices), "allocatable": len(devices), "requested": allocated, "limits": allocated,
+        "free": len(devices) - allocated,
+        "holders": sorted(holders.values(), key=lambda holder: (holder["namespace"] or "", holder["name"] or "")),
+        "dra": {"device_class": device_class, "drivers": names, "pools": pools, "devices": devices},
+    }
+
+
+def node_allocation(node_entry, resource):
+    """How the node hands out its GPUs, as gpu_ledger_facts says (``device_plugin``, ``dra``, ``both``, ``none``);
+    ``device_plugin`` when the ledger was read without DRA but the node advertises ``resource``."""
+    if (node_entry or {}).get("allocation"):
+        return node_entry["allocation"]
+    return "device_plugin" if ((node_entry or {}).get("resources") or {}).get(resource) else "none"
+
+
+def choose_allocation(wanted, node_entry, resource):
+    """The path the walk takes: ``wanted`` (gpu_demo_allocation) when it is device_plugin or dra, else (auto) the
+    node's own: DRA on a node whose GPUs only DRA publishes, the device plugin otherwise."""
+    if wanted in ("device_plugin", "dra"):
+        return wanted
+    return "dra" if node_allocation(node_entry, resource) == "dra" else "device_plugin"
+
+
+def run_objects(objects, run_id, node, pod_uids):
+    """Names (``Kind/name``) of the DRA objects that belong to a run: labelled with its run and node (the run's claim
+    templates and the claims made from them), or owned by one of its pods (the claims the scheduler made for a plain
+    extended resource request). ``objects``: ResourceClaims and ResourceClaimTemplates as the API returns them."""
+    uids = set(pod_uids or [])
+    names = []
+    for item in objects or []:
+        metadata = item.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        labelled = labels.get("gpuops.scheduling/run-id") == run_id and labels.get("gpuops.scheduling/node") == node
+        owned = any(owner.get("uid") in uids for owner in metadata.get("ownerReferences") or [])
+        if labelled or owned:
+            names.append("{0}/{1}".format(item.get("kind") or "ResourceClaim", metadata.get("name")))
+    return sorted(names)
+
+
+def judge_prepared_devices(summary, entry, hold_names):
+    """Each hold pod saw exactly the GPUs of the devices its claims were allocated (``entry``: class_entry read
+    while the hold runs; ``summary``: report.hold_summary). A driver that prepares another device than the
+    scheduler allocated fails here, naming the pod, its claim, the allocated device and what the pod saw."""
+    by_pod = {}
+    for device in ((entry or {}).get("dra") or {}).get("devices") or []:
+        for pod in device.get("holders") or []:
+            by_pod.setdefault(pod.get("name"), []).append(device)
+    wrong, seen_right = [], []
+    for pod in summary.get("pods") or []:
+        if pod["name"] not in hold_names:
+            continue
+        devices = by_pod.get(pod["name"], [])
+        allocated = sorted(device.get("uuid") or "?" for device in devices)
+        saw = sorted(pod.get("unit_uuids") or [])
+        described = ", ".join("{0} ({1}, claim {2}{3})".format(
+            device["name"], device.get("uuid"), (device.get("claim") or {}).get("name"),
+            ", made by the scheduler for an extended resource" if (device.get("claim") or {}).get("extended_resource") else "")
+            for device in devices)
+        if not devices or saw != allocated:
+            wrong.append("{0} was allocated {1} but nvidia-smi in it shows {2}".format(
+                pod["name"], described or "no device", ", ".join(saw) or "no GPU"))
+        else:
+            seen_right.append("{0}: {1}".format(pod["name"], described))
+    passed = bool(seen_right) and not wrong and len(seen_right) == len(hold_names)
+    detail = "; ".join(wrong) if wrong else "each hold pod sees the device its claim was allocated: {0}".format(
+        "; ".join(seen_right) or "no hold pod seen")
+    return {"id": "hold_devices_prepared", "phase": "hold", "passed": passed, "detail": detail}

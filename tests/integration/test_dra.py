@@ -1,0 +1,163 @@
+"""GPUs allocated through DRA, on real kubelets: our DRA driver (tests/sim/node dra-driver) registered with each node's
+kubelet, the real scheduler allocating ResourceClaims, the real resourceclaim controller and kubelet DRA manager.
+
+Each test reads the cluster through kubectl on its own and compares with what the collection says.
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from test_gpu_demo import Run, demo_vars
+
+NAMESPACE = "gpu-operator"
+MANAGED = "app.kubernetes.io/managed-by=gpuops.scheduling"
+SEED_UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
+
+
+def kubectl_json(sim, *args: str) -> list:
+    return json.loads(sim.kubectl("get", *args, "-o", "json").stdout)["items"]
+
+
+def dra_state(sim) -> dict:
+    """What `kubectl get resourceslices,resourceclaims -A -o json` says, per node: the devices, and per allocated
+    device the claim and the pods it is reserved for."""
+    slices = kubectl_json(sim, "resourceslices")
+    claims = kubectl_json(sim, "resourceclaims", "-A")
+    allocated = {}
+    for claim in claims:
+        for result in ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", []):
+            allocated[(result["driver"], result["pool"], result["device"])] = (
+                claim["metadata"]["name"], sorted(entry["name"] for entry in claim["status"].get("reservedFor") or []))
+    nodes = {}
+    for item in slices:
+        spec = item["spec"]
+        for device in spec.get("devices") or []:
+            key = (spec["driver"], spec["pool"]["name"], device["name"])
+            nodes.setdefault(spec["nodeName"], {})[device["name"]] = allocated.get(key)
+    return nodes
+
+
+def leftovers(sim) -> list:
+    return (sim.kubectl("get", "pods,resourceclaims,resourceclaimtemplates", "-n", NAMESPACE, "-l", MANAGED, "-o", "name")
+            .stdout.split())
+
+
+def run_demo(sim, tmp_path: Path, **extra) -> Run:
+    run_id = "it-" + uuid.uuid4().hex[:8]
+    process = sim.playbook("playbooks/gpu_demo.yml", extra_vars=demo_vars(sim, tmp_path, run_id, **extra))
+    return Run(process, tmp_path, run_id)
+
+
+@pytest.mark.parametrize("request_kind", ["claim", "extended_resource"])
+def test_the_walkthrough_through_dra_passes_and_leaves_nothing(sim, tmp_path, request_kind):
+    # claim: the pods name claims of the run's templates; extended_resource: they ask for plain nvidia.com/gpu and the
+    # scheduler serves it through DRA (DeviceClass gpu.nvidia.com has extendedResourceName nvidia.com/gpu).
+    sim.use_topology("dra")
+    before = dra_state(sim)
+    assert before == {"prod102": {"gpu-0": None}}
+    run = run_demo(sim, tmp_path, gpu_demo_dra_request=request_kind)
+    assert run.rc == 0, run.output[-3000:]
+    assert all(check["passed"] for check in run.result["checks"]), run.result["checks"]
+    assert run.result["before"]["allocation"] == "dra"
+    # The queue pod waited with the scheduler's own DRA refusal, while the hold's claim had the GPU.
+    assert "cannot allocate all claims" in run.check("queue_insufficient")["detail"]
+    claim = "gpu-demo-hold-gpu-" if request_kind == "claim" else "gpu-demo-hold-extended-resources-"
+    prepared = run.check("hold_devices_prepared")["detail"]
+    assert "gpu-0 ({0}, claim {1}".format(SEED_UUID, claim) in prepared
+    assert ("made by the scheduler for an extended resource" in prepared) == (request_kind == "extended_resource")
+    assert run.check("queue_got_held_gpu")["detail"] == "the queue pod saw {0}; the hold had {0}".format(SEED_UUID)
+    during = run.result["during"]
+    assert (during["allocatable"], during["requested"], during["free"]) == (1, 1, 0)
+    assert [holder["name"] for holder in during["holders"]] == ["gpu-demo-hold"]
+    # Inside the containers the GPU came as CDI device nodes, the variable as NVIDIA's spec sets it.
+    assert run.result["hold"]["pods"][0]["visible_devices"]["mode"] == "void"
+    assert leftovers(sim) == [] and dra_state(sim) == before
+    assert not list((Path(sim.dir.run) / "nodes" / "prod102" / "var" / "run" / "cdi").glob("k8s.gpu.nvidia.com-claim_*"))
+
+
+def test_the_ledger_equals_what_kubectl_says_on_a_mixed_fleet(sim):
+    sim.use_topology("dra-fleet")
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                "metadata": {"name": "one-gpu", "namespace": "default"},
+                "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dra-holder", "namespace": "default"},
+           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["prod102"]}]}]}}},
+                    "containers": [{"name": "c", "image": "busybox", "command": ["sleep", "3600"],
+                                    "resources": {"claims": [{"name": "gpu"}]}}]}}
+    sim.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [template, pod]}))
+    try:
+        sim.kubectl("wait", "pod/dra-holder", "-n", "default", "--for=condition=Ready", "--timeout=60s")
+        result = sim.ansible_module("gpuops.scheduling.gpu_ledger_facts", {"kubeconfig": sim.kubeconfig})
+        assert "failed" not in result, result
+        expected = dra_state(sim)
+        ledger = result["ledger"]
+        found = {}
+        for node, entry in ledger["nodes"].items():
+            for driver in ((entry.get("dra") or {}).get("drivers") or {}).values():
+                for device in driver["devices"]:
+                    found.setdefault(node, {})[device["name"]] = (
+                        (device["claim"]["name"], sorted(holder["name"] for holder in device["holders"]))
+                        if device["allocated"] else None)
+        assert found == expected
+        assert sorted(held for held in expected["prod102"].values() if held)[0][1] == ["dra-holder"]
+        # Beside the device-plugin ledger, in a constant number of lists (nodes, pods, slices, claims, classes).
+        assert ledger["nodes"]["prod103"]["allocation"] == "device_plugin"
+        assert ledger["nodes"]["prod103"]["resources"]["nvidia.com/gpu"]["allocatable"] == 1
+        assert (ledger["nodes"]["prod102"]["allocation"], ledger["nodes"]["prod104"]["allocation"]) == ("dra", "dra")
+        assert ledger["dra_totals"]["gpu.nvidia.com"] == {"total": 4, "allocated": 1, "free": 3}
+        mig = ledger["nodes"]["prod104"]["dra"]["drivers"]["gpu.nvidia.com"]
+        assert mig["classes"]["mig.nvidia.com"]["total"] == 2 and {device["type"] for device in mig["devices"]} == {"mig"}
+        assert result["api_calls"] == 5
+        # One node: its slices, the DeviceClasses and the claim its pod uses, besides the node and pod reads.
+        one = sim.ansible_module("gpuops.scheduling.gpu_ledger_facts", {"kubeconfig": sim.kubeconfig, "node": "prod102"})
+        assert one["ledger"]["nodes"]["prod102"]["dra"] == ledger["nodes"]["prod102"]["dra"]
+        assert one["api_calls"] == 3 + 2 + 1
+    finally:
+        sim.kubectl("delete", "pod/dra-holder", "resourceclaimtemplate/one-gpu", "-n", "default", "--wait=true")
+
+
+def test_a_device_the_driver_prepares_wrongly_fails_the_evidence_naming_it(sim, tmp_path):
+    sim.use_topology("dra-fleet")
+    before = dra_state(sim)
+    sim._simctl("fault", "prod102", json.dumps({"dra_wrong_device": "first"}))
+    try:
+        run = run_demo(sim, tmp_path)
+    finally:
+        sim._simctl("fault", "prod102", "{}")
+    assert run.rc != 0
+    prepared = run.check("hold_devices_prepared")
+    assert prepared["passed"] is False
+    # gpu-1 was allocated to one hold pod's claim, but the driver handed it gpu-0's device node.
+    uuids = {device["name"]: device["uuid"] for device in run.result["during"].get("dra", {}).get("devices", [])} or None
+    assert " was allocated gpu-1 (" in prepared["detail"] and "but nvidia-smi in it shows" in prepared["detail"], prepared
+    assert uuids is None  # the walk stopped at the hold: no queue, no ledger while queued
+    assert leftovers(sim) == [] and dra_state(sim) == before
+
+
+def test_a_driver_the_kubelet_does_not_know_fails_naming_failed_prepare(sim, tmp_path):
+    sim.use_topology("dra-unregistered")
+    before = dra_state(sim)
+    run = run_demo(sim, tmp_path)
+    assert run.rc != 0
+    running = run.check("hold_running")
+    assert running["passed"] is False
+    assert "FailedPrepareDynamicResources" in running["detail"] and "gpu.nvidia.com" in running["detail"], running
+    assert leftovers(sim) == [] and dra_state(sim) == before
+
+
+def test_an_unknown_device_class_is_refused_before_anything_is_created(sim, tmp_path):
+    sim.use_topology("dra")
+    run = run_demo(sim, tmp_path, gpu_demo_device_class="big.gpu.example.com")
+    assert run.rc != 0
+    found = run.check("node_found")
+    assert found["passed"] is False
+    assert found["detail"].startswith("DeviceClass big.gpu.example.com does not exist; the cluster has: ")
+    assert "Refusing node prod102: DeviceClass big.gpu.example.com does not exist" in run.output
+    # Refused in the pre-flight, before anything was created: no pod, template or claim, and no hold was tried.
+    assert run.result["failure"]["task"].startswith("Preflight | Refuse")
+    assert leftovers(sim) == [] and not run.result["hold"].get("pods")

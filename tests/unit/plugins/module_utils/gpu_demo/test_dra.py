@@ -1,0 +1,172 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The walk through DRA: a DeviceClass read as a resource, the path chosen, the pre-flight's refusals and the evidence
+that each hold pod got the device its claim was allocated. Ledgers are built from objects recorded on the simulated
+cluster (tests/unit/fixtures/dra)."""
+
+import copy
+import json
+from pathlib import Path
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import dra
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_node
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import judge_hold, judge_queue
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import ledger as ledger_utils
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.scheduling_events import parse_failed_scheduling
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "dra"
+
+
+def load(name):
+    data = json.loads((FIXTURES / name).read_text())
+    return data["items"] if isinstance(data, dict) and "items" in data else data
+
+
+SLICES, CLAIMS, CLASSES, PODS, NODES = (load(name) for name in (
+    "resourceslices.json", "resourceclaims.json", "deviceclasses.json", "pods.json", "nodes.json"))
+HOLD_CLAIM = next(claim for claim in CLAIMS if (claim.get("status") or {}).get("allocation"))
+UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
+SETTINGS = dict(node="prod102", resource="gpu.nvidia.com", namespace="default", allocation="dra", allocation_wanted="auto",
+                pod_names=["gpu-demo-hold", "gpu-demo-queue", "gpu-demo-bypass-probe"], hold_mode="per_unit",
+                hold_seconds=300, timeout=120, allow_busy_node=False, vllm_url="", vllm_require_healthy=True)
+
+
+def ledger(claims=CLAIMS, classes=CLASSES, served=True):
+    built = ledger_utils.build_ledger(NODES, PODS, dra={"slices": SLICES, "claims": claims, "classes": classes})
+    built["dra_served"] = served
+    return {"ledger": built}
+
+
+def checks(judged):
+    return {check["id"]: check for check in judged}
+
+
+class TestClassEntry:
+    def test_a_device_class_reads_like_a_resource(self):
+        entry = dra.class_entry(ledger()["ledger"]["nodes"]["prod102"], "gpu.nvidia.com")
+        assert (entry["capacity"], entry["allocatable"], entry["requested"], entry["free"]) == (1, 1, 1, 0)
+        assert [(holder["name"], holder["units"]) for holder in entry["holders"]] == [("hold-0", 1)]
+        assert entry["holders"][0]["claims"] == [HOLD_CLAIM["metadata"]["name"]]
+        assert entry["dra"]["pools"] == ["prod102"] and entry["dra"]["devices"][0]["uuid"] == UUID
+
+    def test_a_class_without_devices_on_the_node_is_empty(self):
+        assert dra.class_entry(ledger()["ledger"]["nodes"]["prod102"], "mig.nvidia.com") == {}
+        assert dra.class_entry({"resources": {}}, "gpu.nvidia.com") == {}
+
+    def test_the_path_follows_the_node_unless_told(self):
+        node = ledger()["ledger"]["nodes"]["prod102"]
+        assert dra.choose_allocation("auto", node, "nvidia.com/gpu") == "dra"
+        assert dra.choose_allocation("device_plugin", node, "nvidia.com/gpu") == "device_plugin"
+        plugin_node = {"resources": {"nvidia.com/gpu": {"capacity": 1}}}
+        assert dra.choose_allocation("auto", plugin_node, "nvidia.com/gpu") == "device_plugin"
+
+
+class TestPreflight:
+    def test_an_idle_dra_node_is_planned_device_by_device(self):
+        free = [claim for claim in CLAIMS if claim is not HOLD_CLAIM]
+        judged = judge_node(ledger(claims=free), {}, SETTINGS)
+        found = checks(judged["checks"])
+        assert all(check["passed"] for check in judged["checks"]), judged["checks"]
+        assert found["node_found"]["detail"] == (
+            "node prod102 publishes 1 device(s) of DeviceClass gpu.nvidia.com through DRA (driver gpu.nvidia.com, "
+            "pool prod102): gpu-0 " + UUID)
+        assert judged["plan"]["units"] == 1 and judged["before"]["allocation"] == "dra"
+
+    def test_a_device_held_by_another_claim_makes_the_node_busy(self):
+        found = checks(judge_node(ledger(), {}, SETTINGS)["checks"])
+        assert found["node_not_busy"]["passed"] is False and "default/hold-0" in found["node_not_busy"]["detail"]
+
+    def test_an_unknown_device_class_is_refused_naming_the_classes(self):
+        found = checks(judge_node(ledger(), {}, dict(SETTINGS, resource="big.gpu.example.com"))["checks"])
+        assert found["node_found"]["passed"] is False
+        assert found["node_found"]["detail"].startswith("DeviceClass big.gpu.example.com does not exist; the cluster has: ")
+        assert "gpu.nvidia.com" in found["node_found"]["detail"]
+
+    def test_an_api_server_without_resource_v1_is_refused(self):
+        judged = judge_node(ledger(served=False), {}, SETTINGS)
+        found = checks(judged["checks"])
+        assert found["node_found"]["passed"] is False
+        assert "does not serve resource.k8s.io/v1" in found["node_found"]["detail"]
+
+    def test_an_unknown_allocation_is_refused(self):
+        found = checks(judge_node(ledger(), {}, dict(SETTINGS, allocation_wanted="plugin"))["checks"])
+        assert found["allocation_valid"]["passed"] is False and "'plugin'" in found["allocation_valid"]["detail"]
+
+
+def hold_wait(log_uuid, claims=CLAIMS):
+    pod = {"name": "hold-0", "node_name": "prod102", "phase": "Running", "preemption_policy": "Never",
+           "log": "GPU 0: NVIDIA H20 (UUID: {0})\nNVIDIA_VISIBLE_DEVICES=void\n".format(log_uuid)}
+    return {"met": True, "elapsed": 1.0, "pods": [pod], "ledger": ledger(claims)["ledger"]}
+
+
+class TestHoldEvidence:
+    def test_the_pod_sees_the_device_its_claim_was_allocated(self):
+        _summary, judged = judge_hold(hold_wait(UUID), ["hold-0"], {"units": 1}, "prod102", "gpu.nvidia.com")
+        prepared = checks(judged)["hold_devices_prepared"]
+        assert prepared["passed"] is True and HOLD_CLAIM["metadata"]["name"] in prepared["detail"]
+        assert checks(judged)["hold_env_corroborates"]["detail"].startswith(
+            "the DRA driver gpu.nvidia.com hands the GPUs over as the CDI devices of each claim")
+
+    def test_a_wrongly_prepared_device_fails_naming_it(self):
+        _summary, judged = judge_hold(hold_wait("GPU-other"), ["hold-0"], {"units": 1}, "prod102", "gpu.nvidia.com")
+        prepared = checks(judged)["hold_devices_prepared"]
+        assert prepared["passed"] is False
+        assert prepared["detail"] == "hold-0 was allocated gpu-0 ({0}, claim {1}) but nvidia-smi in it shows GPU-other".format(
+            UUID, HOLD_CLAIM["metadata"]["name"])
+
+    def test_a_pod_whose_claim_holds_nothing_fails(self):
+        unallocated = copy.deepcopy(CLAIMS)
+        for claim in unallocated:
+            claim.get("status", {}).pop("allocation", None)
+            claim.get("status", {}).pop("reservedFor", None)
+        _summary, judged = judge_hold(hold_wait(UUID, unallocated), ["hold-0"], {"units": 1}, "prod102", "gpu.nvidia.com")
+        assert "hold-0 was allocated no device" in checks(judged)["hold_devices_prepared"]["detail"]
+
+
+class TestQueue:
+    MESSAGE = ("0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: not eligible due to "
+               "preemptionPolicy=Never.")
+
+    def queue_wait(self, message):
+        pods = [{"name": "hold-0", "phase": "Running"}, {"name": "queue", "phase": "Pending"}]
+        return {"met": True, "pods": pods, "ledger": ledger()["ledger"],
+                "failed_scheduling": [{"message": message, "parsed": parse_failed_scheduling(message)}]}
+
+    def test_the_dra_refusal_is_the_queues_evidence(self):
+        _scheduling, during, judged = judge_queue(self.queue_wait(self.MESSAGE), ["hold-0"], {"units": 1}, "prod102",
+                                                  "gpu.nvidia.com", "default", "queue")
+        found = checks(judged)
+        assert found["queue_insufficient"]["passed"] is True and found["ledger_full"]["passed"] is True, judged
+        assert during["dra"]["device_class"] == "gpu.nvidia.com"
+
+    def test_another_refusal_is_not(self):
+        message = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+        _scheduling, _during, judged = judge_queue(self.queue_wait(message), ["hold-0"], {"units": 1}, "prod102",
+                                                   "gpu.nvidia.com", "default", "queue")
+        assert checks(judged)["queue_insufficient"]["passed"] is False
+
+
+def test_the_claim_templates_of_the_dry_run_have_no_preemption_policy_to_judge():
+    from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission
+    dry_run = {"changed": True, "result": {"results": [
+        {"changed": True, "result": {"kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-demo-hold"}, "spec": {}}},
+        {"changed": True, "result": {"kind": "Pod", "metadata": {"name": "gpu-demo-hold"}, "spec": {"preemptionPolicy": "Never"}}},
+        {"changed": True, "result": {"kind": "Pod", "metadata": {"name": "gpu-demo-queue"}, "spec": {"preemptionPolicy": "Never"}}}]}}
+    found = checks(judge_admission(dry_run, "gpuops-preflight-no-preempt", True)["checks"])
+    assert found["demo_pods_never_preempt"]["passed"] is True
+    assert found["demo_pods_admitted"]["detail"] == "the API server admits the 2 demo pod(s) and 1 ResourceClaimTemplate(s) (dry run)"
+
+
+def test_the_runs_claims_are_found_by_label_or_by_owner():
+    objects = [
+        {"kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-demo-hold", "labels": {
+            "gpuops.scheduling/run-id": "r1", "gpuops.scheduling/node": "prod102"}}},
+        {"kind": "ResourceClaim", "metadata": {"name": "gpu-demo-hold-extended-resources-x", "ownerReferences": [{"uid": "pod-1"}]}},
+        {"kind": "ResourceClaim", "metadata": {"name": "other-run", "labels": {
+            "gpuops.scheduling/run-id": "r2", "gpuops.scheduling/node": "prod102"}}},
+        {"kind": "ResourceClaim", "metadata": {"name": "vllm-gpu-y", "ownerReferences": [{"uid": "pod-vllm"}]}},
+    ]
+    assert dra.run_objects(objects, "r1", "prod102", ["pod-1"]) == [
+        "ResourceClaim/gpu-demo-hold-extended-resources-x", "ResourceClaimTemplate/gpu-demo-hold"]
