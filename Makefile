@@ -18,11 +18,7 @@ help: ## List the targets
 setup: $(VENV)/.installed .collections/ansible_collections/gpuops/scheduling ## Python venv with ansible, kubernetes.core, linters
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
-	@echo "[setup] creating $(VENV) and installing requirements-dev.txt from PyPI (first time: a few minutes)"
-	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PY) -m pip install -q --upgrade pip
-	@$(PY) -m pip install -q -r requirements-dev.txt
-	@touch $@
+	@bash tests/setup.sh
 
 .collections/ansible_collections/gpuops/scheduling:
 	@mkdir -p $(@D) && ln -sfn ../../.. $@
@@ -36,8 +32,9 @@ sim-up: sim-build ## Start the simulated GPU cluster on 127.0.0.1 (kubeconfig: .
 sim-status: ## Show the simulated cluster's processes, listeners and nodes
 	@$(SIM) status
 
-sim-down: ## Stop every process of the simulated cluster
+sim-down: ## Stop every process of the simulated cluster, and of the parallel test workers' clusters (.sim-w*)
 	@$(SIM) down
+	@for dir in .sim-w*/; do if [ -d "$$dir" ]; then GPUOPS_SIM_DIR=$$dir $(SIM) down; fi; done
 
 lint: setup ## ansible-lint, production profile
 	@ansible-lint --profile production
@@ -54,8 +51,8 @@ sim-unit: ## Go tests of the simulated node's device plugin and runtime (tests/s
 browser: ## Headless Chromium for the summary page's browser test (apt-installs Debian's chromium when missing)
 	@bash tests/browser.sh
 
-integration: sim-up browser ## Integration tests against the simulated cluster (and the summary page in Chromium)
-	@$(PY) -m pytest -q tests/integration
+integration: sim-up browser ## Integration tests, in parallel on one simulated cluster per worker (GPUOPS_TEST_WORKERS: how many)
+	@$(PY) -m pytest -q -n auto tests/integration
 
 test-newest: sim-build ## The newest supported stack (Python 3.13, ansible-core 2.21, kubernetes.core 6.6.0): unit tests and the focused integration set (tests/stack.sh)
 	@bash tests/stack.sh newest

@@ -31,7 +31,7 @@ combinations=(
   "newest   | 3.13 | ansible-core>=2.21,<2.22 | 14.5.0=6.6.0 | kubernetes"
 )
 # What the tests need besides the collection's requirements (grpcio: the PodResources unit tests).
-test_packages=("ansible-runner>=2.4" "grpcio>=1.60" "pytest>=8" "pytest-timeout>=2.3" "cryptography>=42")
+test_packages=("ansible-runner>=2.4" "grpcio>=1.60" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "cryptography>=42")
 integration_tests=(tests/integration/test_safety_secrets.py
                    tests/integration/test_gpu_demo.py::test_default_topology_walkthrough
                    tests/integration/test_gpu_demo.py::test_check_mode_creates_nothing
@@ -134,7 +134,7 @@ run_combination() {
     log "$name: pytest tests/unit $*"
     "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/unit "$@" || rc=$?
     log "$name: pytest ${integration_tests[*]} $*"
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider "${integration_tests[@]}" "$@" || rc=$?
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider -n auto "${integration_tests[@]}" "$@" || rc=$?
     if [ -n "$sanity" ]; then
       log "$name: ansible-test sanity (Python $minor)"
       GPUOPS_SANITY_VENV="$venv" GPUOPS_SANITY_PYTHON="$minor" bash tests/sanity.sh || rc=$?

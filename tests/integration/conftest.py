@@ -7,6 +7,21 @@
   sim.set_vllm(mode)            ok | 503 | slow | down
   sim.ansible_module(module, args, check=False) -> the module's result (dict), run ad hoc on localhost
   sim.playbook(path, inventory=..., extra_vars={}, check=False) -> CompletedProcess
+
+In parallel (`make integration`, or `pytest -n auto tests/integration`: pytest-xdist), each worker has a cluster of
+its own (worker 0 the checkout's .sim/, worker N .sim-w<N>/ on its own ports: tests/integration/parallel.py) and runs
+one test at a time on it, so every test has a whole cluster to itself, as in a serial run. Every process a test
+starts finds its worker's cluster through GPUOPS_SIM_DIR / GPUOPS_SIM_PORT_OFFSET (set here, inherited), and so does
+inventory/sim. What a new test declares, if anything:
+- nothing: the tests of one file run in order on one worker (a module fixture's set-up, or a test that builds on
+  the cluster the one before it left, work unchanged). Start a test by switching to the topology it needs
+  (`sim.use_topology(...)`: a switch takes ~4 s) rather than assuming the one a test in another file left;
+- `pytestmark = pytest.mark.independent` in a file (or the mark on one test): each of its tests may run on any
+  worker, in any order: for files whose every test sets up its own cluster state (its own use_topology first);
+- `@pytest.mark.xdist_group("name")`: tests of several files that must run in order on one cluster;
+- `@pytest.mark.exclusive`: the test runs with no other test on the machine (one that measures timings a loaded
+  machine would blur, or that touches what all clusters share). Such tests run at the end, one at a time: use it
+  only where it is needed.
 """
 from __future__ import annotations
 
@@ -22,8 +37,11 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 SIM_SRC = CHECKOUT / "tests" / "sim"
 sys.path.insert(0, str(SIM_SRC))
 import cluster  # noqa: E402  pylint: disable=wrong-import-position
+import parallel  # noqa: E402  pylint: disable=wrong-import-position
 
 VENV_BIN = Path(sys.executable).parent
+# A parallel worker's tests, and every process they start, use the worker's own cluster.
+os.environ.update(parallel.environment_for(os.environ.get("PYTEST_XDIST_WORKER"), os.environ, CHECKOUT))
 
 
 class Sim:
@@ -86,6 +104,49 @@ class Sim:
 
 
 @pytest.fixture(scope="session")
-def sim() -> Sim:
+def sim():
     subprocess.run([sys.executable, str(SIM_SRC / "simctl.py"), "up"], check=True, cwd=CHECKOUT)
-    return Sim(cluster.SimDir())
+    yield Sim(cluster.SimDir())
+    if parallel.worker_number(os.environ.get("PYTEST_XDIST_WORKER")) and not parallel.keep_clusters(os.environ):
+        # A parallel worker's own cluster goes with it (GPUOPS_SIM_KEEP=1 keeps it for the next run); worker 0's is
+        # the checkout's own (.sim/), left running as `make sim-up` left it.
+        subprocess.run([sys.executable, str(SIM_SRC / "simctl.py"), "down"], check=False, cwd=CHECKOUT,
+                       stdout=subprocess.DEVNULL)
+
+
+# --- running in parallel (pytest-xdist): tests/integration/parallel.py ----------------------------------------
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "exclusive: runs with no other test on the machine (tests/integration/conftest.py)")
+    config.addinivalue_line("markers", "independent: each test may run on any worker, in any order (conftest.py)")
+    config.addinivalue_line("markers", "xdist_group(name): tests that run in order on one worker's cluster")
+
+
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+    parallel.write_description(config, items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # pylint: disable=unused-argument
+    with parallel.machine_lock(parallel.shared_directory(item.config), item.get_closest_marker("exclusive") is not None):
+        return (yield)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "each":
+        return None
+    return parallel.make_scheduler(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):  # pylint: disable=unused-argument
+    return parallel.auto_workers(os.cpu_count() or 1, parallel.memory_available(), os.environ.get("GPUOPS_TEST_WORKERS"))
+
+
+def pytest_runtest_logreport(report):
+    parallel.note_report(report)
+
+
+def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument
+    parallel.save_durations(session.config)

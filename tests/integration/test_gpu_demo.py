@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+# Each test sets up the cluster it needs (its own topology first): any worker may run it (conftest.py).
+pytestmark = pytest.mark.independent
+
 SEED_UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
 NAMESPACE = "gpu-operator"
 MANAGED = "app.kubernetes.io/managed-by=gpuops.scheduling"

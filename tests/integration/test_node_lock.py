@@ -1,6 +1,7 @@
 """The per-node pre-flight lock against the real API server: one winner, clear refusals, expiry."""
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -47,12 +48,23 @@ def test_two_runs_at_once_exactly_one_gets_the_node(sim):
     assert sim.kubectl("-n", "gpu-operator", "get", "lease", "gpuops-preflight-prod102", check=False).returncode != 0
 
 
+def lease_expiry(sim) -> datetime.datetime:
+    """When the node's lease expires, as the lock reads it: renewTime + leaseDurationSeconds."""
+    spec = json.loads(sim.kubectl("-n", "gpu-operator", "get", "lease", "gpuops-preflight-prod102", "-o", "json").stdout)["spec"]
+    renewed = datetime.datetime.strptime(spec["renewTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    return renewed + datetime.timedelta(seconds=spec["leaseDurationSeconds"])
+
+
 def test_a_lock_whose_holder_died_is_taken_over_after_expiry(sim):
     sim.kubectl("-n", "gpu-operator", "delete", "lease", "gpuops-preflight-prod102", "--ignore-not-found")
-    assert sim.ansible_module("gpuops.scheduling.node_lock", lock_args("killed-run", duration_seconds=2))["outcome"] == "created"
+    # Long enough that the next run's refusal lands before the expiry on a loaded machine (an ad-hoc ansible run
+    # takes seconds there), after which the lock is waited out by its own expiry time, not by a fixed sleep.
+    assert sim.ansible_module("gpuops.scheduling.node_lock", lock_args("killed-run", duration_seconds=30))["outcome"] == "created"
+    expiry = lease_expiry(sim)
     refused = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run"))
+    assert datetime.datetime.now(datetime.timezone.utc) < expiry, "the refusal came after the expiry: the test proves nothing"
     assert refused["failed"] and "killed-run" in refused["msg"]
-    time.sleep(2.5)
+    time.sleep(max(0.0, (expiry - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 0.5)
     check = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run"), check=True)
     assert check["outcome"] == "took_over" and check["changed"]
     assert json.loads(sim.kubectl("-n", "gpu-operator", "get", "lease", "gpuops-preflight-prod102", "-o", "json").stdout)[

@@ -14,6 +14,9 @@ from test_gpu_demo import MANAGED, run_demo
 
 from conftest import CHECKOUT, SIM_SRC
 
+# Each test sets up the cluster it needs (its own topology first): any worker may run it (conftest.py).
+pytestmark = pytest.mark.independent
+
 
 def node(sim, name: str = "prod102") -> dict:
     return json.loads(sim.kubectl("get", "node", name, "-o", "json").stdout)
@@ -77,6 +80,7 @@ def test_a_plugin_that_names_the_wrong_device_fails_the_evidence_check(healed, t
     assert not sim.kubectl("get", "pods", "-A", "-l", MANAGED, "-o", "name").stdout.split()
 
 
+@pytest.mark.exclusive   # it times the kubelet's signal delivery: other tests' load would blur the two apart
 def test_stop_reaches_the_main_process_only_as_in_a_container(sim):
     """PID 1 without a handler ignores SIGTERM: the kubelet waits out the grace period, then kills. A trap exits at
     once. (A long grace period keeps the two apart on a loaded machine: deletion also pays the kubelet's latency.)"""

@@ -15,6 +15,9 @@ import pytest
 from safety_helpers import (NAMESPACE, NODE, core_api, demo_pods, ledger, new_run_id, read_report, run_env, run_playbook,
                             tail, wait_until, write_inventory)
 
+# Each test sets up the cluster it needs (its own topology first): any worker may run it (conftest.py).
+pytestmark = pytest.mark.independent
+
 LOW_CLASS = "gpuops-it-low"
 PREEMPTING_CLASS = "gpuops-it-preempting"
 NO_PREEMPT_CLASS = "gpuops-preflight-no-preempt"

@@ -7,6 +7,9 @@ import time
 
 import pytest
 
+# Each test sets up the cluster it needs (its own topology first): any worker may run it (conftest.py).
+pytestmark = pytest.mark.independent
+
 
 def gpu_pod(name: str, command: str, units: int = 1, resource: str = "nvidia.com/gpu", image: str = "sim/cuda:12",
             deadline: int | None = None) -> str:

@@ -8,8 +8,12 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
 import yaml
 from test_gpu_demo import MANAGED, assert_clean_pass, run_demo, topology  # noqa: F401  pylint: disable=unused-import  # the fixture
+
+# Each test sets up the cluster it needs (its own topology first): any worker may run it (conftest.py).
+pytestmark = pytest.mark.independent
 
 
 def test_mixed_mig_full_walk_holds_every_instance_and_hands_one_to_the_queue(sim, topology, tmp_path):

@@ -75,6 +75,9 @@ build_kubernetes() {
 }
 
 mkdir -p "$cache_root"
+# One build at a time (parallel test workers may each ask for the binaries): the others wait, then reuse them.
+exec 9>"$cache_root/.build.lock"
+flock 9
 start=$(date +%s)
 build_etcd
 build_kubernetes

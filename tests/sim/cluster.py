@@ -203,7 +203,12 @@ def write_kubeconfig(sim: SimDir) -> None:
 
 def start_process(sim: SimDir, name: str, argv: list[str], env: dict | None = None, marker: str | None = None) -> int:
     """Start a component in a session of its own, output to .sim/logs/<name>.log. ``marker``: a string its
-    command line always holds (default: ``name``), which tells a live component from a recycled pid."""
+    command line always holds, which tells a live component from a recycled pid; by default this sim's state
+    folder when the command line names it (so that no other cluster's etcd or kubelet on this machine passes
+    for ours), else ``name``."""
+    own = str(sim.root) + os.sep   # with the separator: .sim/ is no part of .sim-w1/
+    if marker is None and any(own in arg for arg in argv):
+        marker = own
     log = open(sim.logs / f"{name}.log", "ab")  # pylint: disable=consider-using-with  # owned by the child
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env={**os.environ, **(env or {})})
@@ -243,32 +248,50 @@ def started_components(sim: SimDir) -> list[str]:
 
 
 def stop_process(sim: SimDir, name: str, grace: float = 10.0) -> bool:
-    pid = running_pid(sim, name)
-    (sim.pids / f"{name}.pid").unlink(missing_ok=True)
-    if pid is None:
-        return False
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
+    return bool(stop_processes(sim, [name], grace))
+
+
+def stop_processes(sim: SimDir, names: list, grace: float = 10.0) -> list:
+    """Stop components together: SIGTERM to each one's process group, then SIGKILL to those still there after
+    ``grace`` seconds. Returns the names of those that were running."""
+    pids = {}
+    for name in names:
+        pid = running_pid(sim, name)
+        (sim.pids / f"{name}.pid").unlink(missing_ok=True)
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+                pids[name] = pid
+            except ProcessLookupError:
+                pass
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
-        _reap(pid)
-        time.sleep(0.1)
-    if Path(f"/proc/{pid}").exists():
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _reap(pid)
-    return True
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids.values()):
+        time.sleep(0.05)
+    for pid in pids.values():
+        if _alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    killed_by = time.monotonic() + 5
+    while time.monotonic() < killed_by and any(_alive(pid) for pid in pids.values()):
+        time.sleep(0.05)
+    return [name for name in names if name in pids]
 
 
-def _reap(pid: int) -> None:
+def _alive(pid: int) -> bool:
+    """Whether the process still runs. An exited one is gone for us at once, zombie or not: it holds no port
+    and no file any more, and it is reaped by whoever is its parent now (we are, when we started it in this
+    process; a machine's init may take seconds: this one's reaps every ~2 s)."""
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def api_ready(sim: SimDir, path: str = "/readyz") -> bool:

@@ -23,12 +23,15 @@ Per node, under .sim/run/nodes/<node>/:
 
 What the kubelet changes on the host, and how it is put back (restore_host): it writes a few kernel sysctls
 (protectKernelDefaults false: vm.overcommit_memory, vm.panic_on_oom, kernel.panic, kernel.panic_on_oops,
-kernel.keys.root_maxkeys/root_maxbytes): their values before the first kubelet are saved in
-.sim/host-sysctls.json and written back by `simctl down`. The mount points /var/lib/kubelet/device-plugins and
-/var/run/nvidia-container-devices are created if missing, and removed by `simctl down` if they were.
+kernel.keys.root_maxkeys/root_maxbytes): their values before the first kubelet of any simulated cluster on the
+machine are saved in /run/gpuops-sim/host-sysctls.json and written back by the `simctl down` of the last cluster
+to go. The mount points /var/lib/kubelet/device-plugins and
+/var/run/nvidia-container-devices are created if missing, and removed then if they were.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -49,6 +52,10 @@ DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 DEVICE_LIST_DIR = Path("/var/run/nvidia-container-devices")
 SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+# Raised for as long as clusters run (and put back with the others): each kubelet holds 6 inotify instances and the
+# API server 3, out of one per-user limit for the whole machine (128 by default): a few clusters of a few nodes
+# exhaust it, and a kubelet that finds none exits ("inotify_init: too many open files"). The values kind advises.
+RAISED_SYSCTLS = {"fs/inotify/max_user_instances": 1024, "fs/inotify/max_user_watches": 524288}
 # Every container on a GPU node runs a CUDA-style image: it asks for compute and utility capabilities.
 GPU_IMAGE_ENV = ("NVIDIA_DRIVER_CAPABILITIES=compute,utility",)
 DRIVER_VERSION, CUDA_VERSION = "570.124.06", "12.8"
@@ -73,9 +80,10 @@ def simnode_binary() -> Path:
     if not binary.exists():
         print("[sim] building gpuops-simnode (our CRI runtime and device plugin, Go; about a minute cold)", flush=True)
         binary.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", str(binary) + ".tmp", "."],
+        partial = f"{binary}.tmp-{os.getpid()}"   # several workers may build it at once: each its own, the last one stays
+        subprocess.run(["go", "build", "-trimpath", "-ldflags", "-s -w", "-o", partial, "."],
                        cwd=SIMNODE_SRC, check=True, env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"})
-        os.replace(str(binary) + ".tmp", binary)
+        os.replace(partial, binary)
     return binary
 
 
@@ -314,9 +322,10 @@ class Node:
     def stop(self) -> None:
         # The kubelet first (it would restart what the runtime stops), then the plugins, then the runtime, which
         # ends its containers.
-        for name in ([self.kubelet_process] + [self.plugin_process(c["resource"]) for c in self.plugin_configs()]
-                     + [self.dra_process, self.health_process, self.runtime_process]):
-            cluster.stop_process(self.sim, name)
+        cluster.stop_processes(self.sim, [self.kubelet_process])
+        cluster.stop_processes(self.sim, [self.plugin_process(c["resource"]) for c in self.plugin_configs()]
+                               + [self.dra_process, self.health_process])
+        cluster.stop_processes(self.sim, [self.runtime_process])
 
     # --- what tools on the node read -----------------------------------------------------------------
 
@@ -365,51 +374,143 @@ def nodes_of(sim: cluster.SimDir, spec: dict) -> list:
 
 # --- the host -------------------------------------------------------------------------------------------
 
-def prepare_host(sim: cluster.SimDir) -> None:
-    """Save what the kubelets will change on the host (once per sim), and make the device-plugins and device-list
-    mount points."""
-    saved = sim.root / "host-sysctls.json"
-    if not saved.exists():
-        values = {}
-        for name in SYSCTLS:
+# What the kubelets change is the machine's, shared by every simulated cluster on it (a second checkout, the
+# parallel test workers): the values from before the first cluster's kubelets are kept once for the machine, and
+# only the last cluster to go puts them back. The lock orders one cluster's look at the machine against
+# another's kubelet start.
+HOST_STATE_DIR = Path(os.environ.get("GPUOPS_SIM_HOST_STATE") or "/run/gpuops-sim")
+SYSCTL_ROOT = Path("/proc/sys")
+
+
+def _host_record() -> Path:
+    return HOST_STATE_DIR / "host-sysctls.json"
+
+
+@contextlib.contextmanager
+def _host_lock():
+    HOST_STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(HOST_STATE_DIR / "lock", "a", encoding="ascii") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def host_in_use(sim: cluster.SimDir):
+    """Held while a cluster starts kubelets: saves what they will change on the host (once for the machine) and
+    makes the device-plugins and device-list mount points; no other cluster's `down` puts the host back meanwhile."""
+    with _host_lock():
+        if _machine_record(sim) is None:
+            values = {}
+            for name in SYSCTLS:
+                try:
+                    values[name] = (SYSCTL_ROOT / name).read_text().strip()
+                except OSError:
+                    continue
+            _host_record().write_text(json.dumps(
+                {"sysctls": values, "created_device_plugin_dir": not DEVICE_PLUGIN_DIR.exists(),
+                 "created_device_list_dir": not DEVICE_LIST_DIR.exists()}, indent=1) + "\n")
+        _raise_limits()
+        saved = json.loads(_host_record().read_text())
+        if "created_device_list_dir" not in saved:   # a record from before that mount point
+            saved["created_device_list_dir"] = not DEVICE_LIST_DIR.exists()
+            _host_record().write_text(json.dumps(saved, indent=1) + "\n")
+        DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
+        DEVICE_LIST_DIR.mkdir(parents=True, exist_ok=True)
+        yield
+
+
+def _raise_limits() -> None:
+    """RAISED_SYSCTLS, each at least its value; what it was before goes into the record first."""
+    record = _host_record()
+    saved = json.loads(record.read_text())
+    for name, wanted in RAISED_SYSCTLS.items():
+        path = SYSCTL_ROOT / name
+        try:
+            current = path.read_text().strip()
+        except OSError:
+            continue
+        if name not in saved["sysctls"]:
+            saved["sysctls"][name] = current
+            record.write_text(json.dumps(saved, indent=1) + "\n")
+        if int(current) < wanted:
             try:
-                values[name] = Path("/proc/sys", name).read_text().strip()
+                path.write_text(f"{wanted}\n")
             except OSError:
-                continue
-        record = {"sysctls": values, "created_device_plugin_dir": not DEVICE_PLUGIN_DIR.exists(),
-                  "created_device_list_dir": not DEVICE_LIST_DIR.exists()}
-        saved.write_text(json.dumps(record, indent=1) + "\n")
-    DEVICE_PLUGIN_DIR.mkdir(parents=True, exist_ok=True)
-    DEVICE_LIST_DIR.mkdir(parents=True, exist_ok=True)
+                pass   # not root: the kubelets may then run short of inotify instances, and say so in their logs
 
 
 def restore_host(sim: cluster.SimDir) -> list:
-    """Put back what prepare_host saved; returns what could not be restored."""
-    saved = sim.root / "host-sysctls.json"
-    if not saved.exists():
-        return []
-    record = json.loads(saved.read_text())
-    left = []
-    for name, value in record["sysctls"].items():
-        try:
-            path = Path("/proc/sys", name)
-            if path.read_text().strip() != value:
-                path.write_text(value + "\n")
-        except OSError as error:
-            left.append(f"sysctl {name}={value}: {error.strerror}")
-    if record.get("created_device_plugin_dir"):
-        for path in (DEVICE_PLUGIN_DIR, DEVICE_PLUGIN_DIR.parent):
+    """Put back what host_in_use saved, unless another cluster's node processes still run on this machine (the
+    last one to go does it). Returns what could not be restored."""
+    with _host_lock():
+        record = _machine_record(sim)
+        if record is None or _sim_node_processes():
+            return []
+        saved = json.loads(record.read_text())
+        left = []
+        for name, value in saved["sysctls"].items():
             try:
-                path.rmdir()
+                path = SYSCTL_ROOT / name
+                if path.read_text().strip() != value:
+                    path.write_text(value + "\n")
+            except OSError as error:
+                left.append(f"sysctl {name}={value}: {error.strerror}")
+        if saved.get("created_device_plugin_dir"):
+            for path in (DEVICE_PLUGIN_DIR, DEVICE_PLUGIN_DIR.parent):
+                try:
+                    path.rmdir()
+                except OSError:
+                    left.append(f"{path} (not empty)")
+                    break
+        if saved.get("created_device_list_dir"):
+            try:
+                DEVICE_LIST_DIR.rmdir()
+            except FileNotFoundError:
+                pass
             except OSError:
-                left.append(f"{path} (not empty)")
-                break
-    if record.get("created_device_list_dir"):
-        try:
-            DEVICE_LIST_DIR.rmdir()
-        except FileNotFoundError:
-            pass
-        except OSError:
-            left.append(f"{DEVICE_LIST_DIR} (not empty)")
-    saved.unlink()
-    return left
+                left.append(f"{DEVICE_LIST_DIR} (not empty)")
+        record.unlink()
+        return left
+
+
+def _machine_record(sim: cluster.SimDir) -> Path | None:
+    """The machine's record, if there is one. Clusters started before the record was the machine's kept it in their
+    own folder (.sim/host-sysctls.json): the oldest of those (this cluster's, or a running one's) holds the values
+    from before any kubelet, and becomes the machine's record."""
+    record = _host_record()
+    legacy = sim.root / "host-sysctls.json"
+    if not record.exists():
+        roots = {sim.root} | {Path(arg[len("--root-dir="):]).parents[3] for pid in _sim_node_processes()
+                              for arg in _argv(pid) if arg.startswith("--root-dir=") and arg.endswith("/kubelet")}
+        found = sorted((path.stat().st_mtime, str(path)) for path in (root / "host-sysctls.json" for root in roots) if path.exists())
+        if found:
+            record.write_text(Path(found[0][1]).read_text())
+    legacy.unlink(missing_ok=True)
+    return record if record.exists() else None
+
+
+def _argv(pid: int) -> list:
+    try:
+        return [arg.decode(errors="replace") for arg in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
+    except OSError:
+        return []
+
+
+def _sim_node_processes() -> list:
+    """Pids of the node processes of any simulated cluster on this machine: kubelets (their --root-dir names
+    the node's folder) and our runtimes and device plugins (gpuops-simnode), whichever cluster and checkout
+    started them. A kubelet a test stopped for a moment leaves its runtime behind, so its cluster still counts."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        argv = _argv(int(entry.name))
+        if not argv or not argv[0]:
+            continue
+        program = os.path.basename(argv[0])
+        if program == "gpuops-simnode" or (program == "kubelet" and any(arg.startswith("--root-dir=") for arg in argv)):
+            found.append(int(entry.name))
+    return found

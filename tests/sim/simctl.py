@@ -126,7 +126,7 @@ def _has_default_service_account(core) -> bool:
 def write_env(sim: cluster.SimDir, k8s_bin: Path) -> None:
     env = {"kubeconfig": str(sim.kubeconfig), "api_url": sim.api_url, "health_url": sim.health_url,
            "models_url": sim.health_url.replace("/health", "/v1/models"), "kubectl": str(k8s_bin / "kubectl"),
-           "bin_dir": str(k8s_bin), "state_dir": str(sim.root), "kubelet_port": sim.ports.kubelet,
+           "bin_dir": str(k8s_bin), "state_dir": str(sim.root), "port_offset": sim.ports.offset, "kubelet_port": sim.ports.kubelet,
            "kubernetes_version": cluster.VERSIONS["KUBERNETES_VERSION"], "etcd_version": cluster.VERSIONS["ETCD_VERSION"]}
     sim.env_file.write_text(json.dumps(env, indent=2) + "\n")
 
@@ -145,12 +145,12 @@ def start_nodes(sim: cluster.SimDir, topology_file: Path) -> None:
     else:
         simnode = real_nodes.simnode_binary()
         k8s_bin = Path(json.loads(sim.env_file.read_text())["bin_dir"])
-        real_nodes.prepare_host(sim)
         node_list = real_nodes.nodes_of(sim, spec)
         say(f"starting {len(node_list)} real kubelet node(s) with simulated GPUs and runtime ({topology_file.name})")
-        for node in node_list:
-            node.write_files()
-            node.start(k8s_bin, simnode)
+        with real_nodes.host_in_use(sim):
+            for node in node_list:
+                node.write_files()
+                node.start(k8s_bin, simnode)
         watched = list(CONTROL_PLANE) + [name for node in node_list for name in node.processes()]
         check_alive(sim, watched, lambda: _registered(core, spec), 60, "the kubelets to register their nodes")
         _apply_topology_node_fields(core, spec)
@@ -272,10 +272,13 @@ def _has_service_account(core, namespace: str) -> bool:
 
 
 def stop_nodes(sim: cluster.SimDir) -> list:
-    """Stop every node-side component: kubelets first (they would restart what the runtime stops)."""
+    """Stop every node-side component, all nodes at once: the kubelets first (they would restart what the
+    runtime stops), then the plugins, then the runtimes (which end their containers)."""
     names = node_components(sim)
-    order = sorted(names, key=lambda name: (not name.startswith("kubelet-"), name.startswith("runtime-")))
-    return [name for name in order if cluster.stop_process(sim, name)]
+    kubelets = [name for name in names if name.startswith("kubelet-")]
+    runtimes = [name for name in names if name.startswith("runtime-")]
+    others = [name for name in names if name not in kubelets and name not in runtimes]
+    return [stopped for group in (kubelets, others, runtimes) for stopped in cluster.stop_processes(sim, group)]
 
 
 def ensure_vllm(sim: cluster.SimDir, mode: str | None = None) -> None:
@@ -376,16 +379,23 @@ def status(sim: cluster.SimDir) -> int:
 
 
 def down(sim: cluster.SimDir, quiet: bool = False) -> None:
-    stopped = [name for name in ["fake-vllm"] if cluster.stop_process(sim, name)]
+    started_on = sim.ports
+    try:   # the ports it was started on, whatever GPUOPS_SIM_PORT_OFFSET says now
+        started_on = cluster.Ports(json.loads(sim.env_file.read_text())["port_offset"])
+    except (OSError, ValueError, KeyError):
+        pass
+    stopped = cluster.stop_processes(sim, ["fake-vllm"])
     stopped += stop_nodes(sim)
-    stopped += [name for name in reversed(CONTROL_PLANE) if cluster.stop_process(sim, name)]
+    # The API server's clients first (they would log its absence), then the API server, then etcd.
+    stopped += cluster.stop_processes(sim, ["kube-scheduler", "kube-controller-manager"])
+    stopped += cluster.stop_processes(sim, ["kube-apiserver"]) + cluster.stop_processes(sim, ["etcd"])
     left = real_nodes.restore_host(sim)
-    ports = {sim.ports.etcd_client, sim.ports.etcd_peer, sim.ports.apiserver}
+    ports = {started_on.etcd_client, started_on.etcd_peer, started_on.apiserver}
     if "fake-vllm" in stopped:   # the port is someone else's otherwise (an inference server of the machine's own)
-        ports.add(sim.ports.vllm)
-    ports |= set(range(sim.ports.kubelet, sim.ports.kubelet + 2 * MAX_NODES))
-    cluster.wait_for(lambda: not [entry for entry in listeners() if entry[1] in ports], 10,
-                     "the sim's ports to close")
+        ports.add(started_on.vllm)
+    ports |= set(range(started_on.kubelet, started_on.kubelet + 2 * MAX_NODES))
+    if stopped:   # (nothing of ours listens otherwise: the ports may be another cluster's by now)
+        cluster.wait_for(lambda: not [entry for entry in listeners() if entry[1] in ports], 10, "the sim's ports to close")
     if not quiet:
         say(f"stopped {', '.join(stopped)}; no listener left on the sim's ports" if stopped else "nothing was running")
         if left:
@@ -395,7 +405,8 @@ def down(sim: cluster.SimDir, quiet: bool = False) -> None:
 def reset_topology(sim: cluster.SimDir, topology_name: str) -> None:
     """Swap the nodes: stop the node components, remove every node and non-system pod, start the new ones."""
     topology_file = resolve_topology(topology_name)
-    if not is_up(sim):
+    # The control plane is enough: the nodes are replaced anyway (so a node that died in a test is no hindrance).
+    if not (all(cluster.running_pid(sim, name) for name in CONTROL_PLANE) and cluster.api_ready(sim)):
         raise SystemExit("[sim] the simulated cluster is not running: `make sim-up` first")
     started = time.monotonic()
     stop_nodes(sim)
@@ -444,6 +455,11 @@ def start_component(sim: cluster.SimDir, component: str) -> None:
     if cluster.running_pid(sim, component):
         return
     argv = json.loads(saved.read_text())
+    if component.startswith(NODE_PREFIXES):
+        # A kubelet binds the device-plugins mount point as it starts: the host must be ready for it.
+        with real_nodes.host_in_use(sim):
+            cluster.start_process(sim, component, argv["argv"], argv["env"], marker=argv.get("marker"))
+        return
     cluster.start_process(sim, component, argv["argv"], argv["env"], marker=argv.get("marker"))
 
 
