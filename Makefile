@@ -60,7 +60,8 @@ test-newest: sim-build ## The newest supported stack (Python 3.13, ansible-core 
 test-matrix: sim-build ## Every supported combination of Python, ansible-core, kubernetes.core and the kubernetes client, each in .venvs/<name>: unit, integration set, sanity (tests/stack.sh)
 	@bash tests/stack.sh --sanity all
 
-test: lint sanity unit integration test-newest ## Everything CI runs
+test: setup ## Everything CI runs: lint, sanity, unit, integration, test-newest, each with its time (tests/stages.sh)
+	@MAKE="$(MAKE)" bash tests/stages.sh lint sanity unit integration test-newest
 
 demo: sim-up ## The main job on the simulated cluster: playbooks/gpu_demo.yml -i inventory/sim
 	@ansible-playbook playbooks/gpu_demo.yml -i inventory/sim

@@ -10,6 +10,11 @@ if [ -n "${GPUOPS_CHROMIUM:-}" ]; then
   log "using GPUOPS_CHROMIUM=$GPUOPS_CHROMIUM"
   exit 0
 fi
+# One install at a time (CI starts one beside its first stages, and `make integration` asks again): the second waits,
+# then finds the first one's chromium.
+mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}"
+exec 9>"${XDG_CACHE_HOME:-$HOME/.cache}/gpuops-browser.lock"
+flock 9
 for name in chromium chromium-browser; do
   if command -v "$name" >/dev/null 2>&1; then
     log "found $(command -v "$name"): $("$name" --version 2>/dev/null | head -1)"

@@ -113,7 +113,12 @@ run_combination() {
   local minor=${fields[1]} core_spec=${fields[2]} ansible_version=${fields[3]%%=*} collection_version=${fields[3]#*=}
   local client_spec=${fields[4]}
   python=$(find_python "$minor") || die "no Python $minor found (tried \$GPUOPS_PYTHON${minor/./}, python$minor on PATH, \$(pyenv root)/versions/$minor.*): install one, e.g. 'pyenv install $minor'"
+  # One maker of a venv at a time (CI makes the newest one beside the first stages, then `make test` asks again).
+  mkdir -p "$root/.venvs"
+  exec 8>"$root/.venvs/.$name.lock"
+  flock 8
   make_venv "$name" "$python" "$core_spec" "$ansible_version" "$collection_version" "$client_spec"
+  flock -u 8
   venv="$root/.venvs/$name"
   [ -z "$setup_only" ] || return 0
 
