@@ -20,7 +20,7 @@ description:
   - As in Kubernetes' leader election, the Lease is short (O(duration_seconds), 15 s) and renewed while the run
     lives (O(renew)) by a small process of the collection, every fifth of the Lease. That process follows the
     ansible-playbook (or ansible) process the task runs under, and stops renewing the moment it is gone (ended,
-    killed, out of memory): a run that dies loses the node within O(duration_seconds), a live run never does.
+    killed, out of memory). A run that dies loses the node within O(duration_seconds), a live run never does.
   - A lock whose holder died expires by itself at C(renewTime + leaseDurationSeconds); the next run takes
     it over (C(leaseTransitions) + 1) and is warned. Taking over uses the Lease's resourceVersion, so of two runs
     racing for an expired or absent lock exactly one wins.

@@ -135,7 +135,7 @@ options:
     description:
       - While a target pod waits unscheduled, read the pods of O(node) every second and fail at once when another pod
         (not matched by O(label_selectors), or not one of O(names)) was bound there at or after O(claim_since), asks
-        for this resource, and leaves none of it free: that pod took the unit the target waits for. The failure names
+        for this resource, and leaves none of it free - that pod took the unit the target waits for. The failure names
         it (namespace, name, priority, when it was bound); the pod is never touched.
       - Needs O(node), O(claim_since), and C(list) on pods in all namespaces and C(get) on nodes.
     type: str

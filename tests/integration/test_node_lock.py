@@ -12,7 +12,8 @@ VENV_BIN = Path(sys.executable).parent
 
 
 def lock_args(holder: str, **extra) -> dict:
-    return {"node": "prod102", "namespace": "gpu-operator", "holder": holder, **extra}
+    # The Lease's own rules (no renewer): an ad-hoc ansible command ends with its task, so renew would end with it.
+    return {"node": "prod102", "namespace": "gpu-operator", "holder": holder, "renew": False, **extra}
 
 
 def start(sim, args: dict) -> subprocess.Popen:

@@ -1,11 +1,9 @@
 """The lock's renewer: renews while the controller lives, stops the moment it is gone, a release or a take-over."""
 import json
-import os
 import subprocess
 import sys
 import time
 
-import pytest
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks import lease_renewer
