@@ -210,10 +210,10 @@ class CoreV1Rest:
     def list_namespaced_event(self, namespace, **kwargs):
         return self._call("GET", "/api/v1/namespaces/%s/events" % namespace, **kwargs)
 
-    def lease(self, method, namespace, name=None, body=None):
-        """coordination.k8s.io/v1 Leases: GET/PUT/DELETE one (``name``), or POST a new one."""
+    def lease(self, method, namespace, name=None, body=None, timeout=None):
+        """coordination.k8s.io/v1 Leases: GET/PUT/DELETE one (``name``), or POST a new one; ``timeout``: seconds."""
         path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % namespace
-        return self._call(method, path + ("/%s" % name if name else ""), body=body)
+        return self._call(method, path + ("/%s" % name if name else ""), body=body, _request_timeout=timeout)
 
 
 def _plain(body):

@@ -101,6 +101,12 @@ def renewed_body(lease, now):
     return body
 
 
+def renewed_meanwhile(first, second):
+    """Whether a Lease read twice was written in between (renewed, taken over or released and taken again)."""
+    version = lambda lease: ((lease or {}).get("metadata") or {}).get("resourceVersion")  # noqa: E731
+    return second is not None and version(first) != version(second)
+
+
 def renewal_outcome(current, holder):
     """After a renewal was refused (409): 'retry' when the Lease is still ``holder``'s (another write of the same
     holder), 'released' when it is gone or has no holder, 'lost' when another run holds it."""

@@ -109,7 +109,8 @@ def renew_until_gone(api, lease, watch, clock=utc_now):
         if not watch.wait(period):
             return "controller gone"
         try:
-            lease = json.loads(api.lease("PUT", namespace, name, renewed_body(lease, clock())).data)
+            # Bounded by the period: a request that hangs must not outlive the controller and renew after its end.
+            lease = json.loads(api.lease("PUT", namespace, name, renewed_body(lease, clock()), timeout=period).data)
             continue
         except ApiException as error:
             if error.status == 404:
@@ -122,7 +123,7 @@ def renew_until_gone(api, lease, watch, clock=utc_now):
             continue
         # 409: someone wrote the Lease since our last write.
         try:
-            current = json.loads(api.lease("GET", namespace, name).data)
+            current = json.loads(api.lease("GET", namespace, name, timeout=period).data)
         except ApiException as error:
             if error.status == 404:
                 return "released"
@@ -185,9 +186,11 @@ def start_renewer(controller_pid, make_api, lease):
         _detach(keep=(writer,))
         if os.fork():
             os._exit(0)
+        api = make_api()
+        # Only a renewer that has its client says it started: otherwise the lock task fails and gives the lock back.
         os.write(writer, str(os.getpid()).encode("ascii"))
         os.close(writer)
-        renew_until_gone(make_api(), lease, watch)
+        renew_until_gone(api, lease, watch)
     except BaseException:  # pylint: disable=broad-except
         pass
     os._exit(0)

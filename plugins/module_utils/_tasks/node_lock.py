@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import json
 import socket
+import time
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import (
     K8sApiError,
@@ -31,6 +32,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.leas
     parse_micro_time,
     refusal_message,
     renew_period,
+    renewed_meanwhile,
     take_over_message,
     utc_now,
 )
@@ -47,7 +49,8 @@ except ImportError:
 class NodeLock:
     """Reads and writes one node's Lease."""
 
-    def __init__(self, client, node, namespace, holder):
+    def __init__(self, client, node, namespace, holder, sleep=time.sleep):
+        self.sleep = sleep
         self.api = core_v1_api(client)
         self.host = api_host(client)
         self.node = node
@@ -82,6 +85,18 @@ class NodeLock:
         action = decide(current, self.holder, now)
         if action == "refuse":
             raise LockHeld(refusal_message(self.node, current, now))
+        if action == "take_over" and describe(current, now)["holder"]:
+            # Expiry is judged on this controller's clock against a renewTime another controller wrote: with a clock
+            # ahead by more than the Lease, a live lock would look expired. A live holder renews within a period,
+            # whatever the clocks say (client-go's observedTime does the same): look again after one.
+            self.sleep(renew_period(describe(current, now)["duration_seconds"]) + 1)
+            again = self.read()
+            if again is None:
+                action, current = "create", None
+            elif renewed_meanwhile(current, again):
+                raise LockHeld(refusal_message(self.node, again, utc_now()) + " (It was renewed while this run looked: "
+                                                                            "its holder is alive.)")
+            now = utc_now()
         result = {"outcome": {"create": "created", "renew": "renewed", "take_over": "took_over"}[action]}
         if action == "take_over":
             previous = describe(current, now)

@@ -126,3 +126,12 @@ def test_a_run_holding_its_live_lock_goes_on():
 def test_a_run_that_lost_its_lock_is_told_to_stop(current, says):
     message = _lease.lost_lock_message(current, LOCK, NOW)
     assert says in message and "two runs never share the node" in message
+
+
+def test_a_lease_written_between_two_reads_was_renewed():
+    first = lease()
+    assert not _lease.renewed_meanwhile(first, lease())
+    second = lease()
+    second["metadata"]["resourceVersion"] = "8"
+    assert _lease.renewed_meanwhile(first, second)
+    assert not _lease.renewed_meanwhile(first, None)

@@ -28,7 +28,8 @@ class FakeLeaseApi:
         self.script = list(script or [])
         self.puts = 0
 
-    def lease(self, method, namespace, name, body=None):
+    def lease(self, method, namespace, name, body=None, timeout=None):
+        assert timeout == 3.0   # a fifth of the 15 s Lease: a hung request never outlives the controller
         if method == "GET":
             if self.stored is None:
                 raise ApiException(status=404)
@@ -99,11 +100,11 @@ def test_a_write_of_its_own_holder_is_adopted_and_renewal_goes_on():
 
 def test_api_server_away_is_retried_not_a_reason_to_stop():
     class Away(FakeLeaseApi):
-        def lease(self, method, namespace, name, body=None):
+        def lease(self, method, namespace, name, body=None, timeout=None):
             if self.script:
                 self.script.pop(0)
                 raise OSError("connection refused")
-            return super().lease(method, namespace, name, body)
+            return super().lease(method, namespace, name, body, timeout)
     api = Away(lease(), script=[1, 2])
     assert lease_renewer.renew_until_gone(api, lease(), Alive(3)) == "controller gone"
     assert api.puts == 1
