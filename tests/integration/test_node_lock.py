@@ -1,6 +1,7 @@
 """The per-node pre-flight lock against the real API server: one winner, clear refusals, expiry."""
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -49,15 +50,26 @@ def test_two_runs_at_once_exactly_one_gets_the_node(sim):
 
 
 def test_a_lock_whose_holder_died_is_taken_over_after_expiry(sim):
+    """The holder is an ad-hoc `ansible` run with the default lock (15 s, renewed while it lives): it ends with its
+    task, as a killed run would, and its renewer stops renewing the moment it is gone."""
     sim.kubectl("-n", "gpu-operator", "delete", "lease", "gpuops-preflight-prod102", "--ignore-not-found")
-    assert sim.ansible_module("gpuops.scheduling.node_lock", lock_args("killed-run", duration_seconds=2))["outcome"] == "created"
+    dead = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("killed-run", renew=True))
+    assert dead["outcome"] == "created" and dead["lease"]["holder"].startswith("killed-run on ")
+    assert dead["renewer"]["every_seconds"] == 3.0
     refused = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run"))
-    assert refused["failed"] and "killed-run" in refused["msg"]
-    time.sleep(2.5)
+    assert refused["failed"] and "killed-run on " in refused["msg"]
+    lease = json.loads(sim.kubectl("-n", "gpu-operator", "get", "lease", "gpuops-preflight-prod102", "-o", "json").stdout)
+    renewed = datetime.datetime.strptime(lease["spec"]["renewTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    # Not renewed once its ansible process had ended (a renewal is at most 3 s after the lock was taken).
+    assert renewed <= datetime.datetime.strptime(lease["spec"]["acquireTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=4)
+    time.sleep(max(0.0, (renewed + datetime.timedelta(seconds=15.5) - datetime.datetime.now(datetime.timezone.utc)).total_seconds()))
     check = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run"), check=True)
     assert check["outcome"] == "took_over" and check["changed"]
     assert json.loads(sim.kubectl("-n", "gpu-operator", "get", "lease", "gpuops-preflight-prod102", "-o", "json").stdout)[
-        "spec"]["holderIdentity"] == "killed-run"   # check mode wrote nothing
+        "spec"]["holderIdentity"] == dead["lease"]["holder"]   # check mode wrote nothing
     taken = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run"))
-    assert taken["outcome"] == "took_over" and taken["previous_holder"] == "killed-run"
+    assert taken["outcome"] == "took_over" and taken["previous_holder"] == dead["lease"]["holder"]
+    assert taken["lease"]["transitions"] == 1
+    assert "took over the lock of node prod102 from 'killed-run on " in " ".join(taken.get("warnings", []))
     sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run", state="absent"))

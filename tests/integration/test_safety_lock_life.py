@@ -21,7 +21,7 @@ import time
 import pytest
 
 from safety_helpers import (CHECKOUT, MANAGED, NAMESPACE, NODE, core_api, demo_pods, new_run_id, playbook_command, read_report,
-                            run_env, run_playbook, tail, write_inventory)
+                            run_env, run_playbook, write_inventory)
 
 LOCK_SECONDS = 15   # the role's default; no variable here changes it
 SIMCTL = [sys.executable, str(CHECKOUT / "tests" / "sim" / "simctl.py")]

@@ -103,8 +103,11 @@ def renewed_body(lease, now):
 
 def renewed_meanwhile(first, second):
     """Whether a Lease read twice was written in between (renewed, taken over or released and taken again)."""
-    version = lambda lease: ((lease or {}).get("metadata") or {}).get("resourceVersion")  # noqa: E731
-    return second is not None and version(first) != version(second)
+    return second is not None and _version(first) != _version(second)
+
+
+def _version(lease):
+    return ((lease or {}).get("metadata") or {}).get("resourceVersion")
 
 
 def renewal_outcome(current, holder):

@@ -94,8 +94,8 @@ class NodeLock:
             if again is None:
                 action, current = "create", None
             elif renewed_meanwhile(current, again):
-                raise LockHeld(refusal_message(self.node, again, utc_now()) + " (It was renewed while this run looked: "
-                                                                            "its holder is alive.)")
+                raise LockHeld(refusal_message(self.node, again, utc_now())
+                               + " (It was renewed while this run looked: its holder is alive.)")
             now = utc_now()
         result = {"outcome": {"create": "created", "renew": "renewed", "take_over": "took_over"}[action]}
         if action == "take_over":
