@@ -8,10 +8,18 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks import node_lock as task
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.in_process import InProcessModule
 
 
+def run_under_controller(params, check_mode, warn):
+    # ansible-core forks each task's worker from ansible-playbook's main process: the worker's parent is the run,
+    # whose life the lock's renewer follows.
+    return task.run(params, check_mode, warn, controller_pid=os.getppid())
+
+
 class ActionModule(InProcessModule):
     OPTIONS = task.OPTIONS
-    TASK = staticmethod(task.run)
+    TASK = staticmethod(run_under_controller)

@@ -17,9 +17,14 @@ description:
     its GPUs, and the second run's hold pods would queue behind the first's.
   - The lock is a C(coordination.k8s.io/v1) Lease named C(gpuops-preflight-<node>) that records who holds
     the node (O(holder)), since when, and for how long (O(duration_seconds)).
+  - As in Kubernetes' leader election, the Lease is short (O(duration_seconds), 15 s) and renewed while the run
+    lives (O(renew)) by a small process of the collection, every fifth of the Lease. That process follows the
+    ansible-playbook (or ansible) process the task runs under, and stops renewing the moment it is gone (ended,
+    killed, out of memory). A run that dies loses the node within O(duration_seconds), a live run never does.
   - A lock whose holder died expires by itself at C(renewTime + leaseDurationSeconds); the next run takes
-    it over. Taking over uses the Lease's resourceVersion, so of two runs racing for an expired or absent
-    lock exactly one wins.
+    it over (C(leaseTransitions) + 1) and is warned. Taking over uses the Lease's resourceVersion, so of two runs
+    racing for an expired or absent lock exactly one wins.
+  - A missing O(namespace) is refused with a clear message before anything is written.
 author:
   - gpuops developers (@gpuops)
 options:
@@ -34,7 +39,8 @@ options:
   holder:
     description:
       - Identity of this run, recorded as the Lease's C(holderIdentity) and shown to any run that is refused.
-      - Use something a person can trace back, such as the run id and the controller host.
+      - Use something a person can trace back, such as the run id and the AWX job. With O(renew) the controller's
+        host name and the process id are added (C(<holder> on <host> pid <pid>)); release with RV(lease.holder).
     type: str
     required: true
   state:
@@ -47,10 +53,20 @@ options:
     default: present
   duration_seconds:
     description:
-      - How long the lock lasts without renewal. Make it longer than the longest run, so a live run never
-        loses its lock, and short enough that a killed run does not block the node for long.
+      - How long the lock lasts without renewal (the Lease's C(leaseDurationSeconds)); a run that dies blocks the node
+        this long at most.
+      - With O(renew=false), make it longer than the longest run, so a live run never loses its lock.
     type: int
-    default: 900
+    default: 15
+  renew:
+    description:
+      - Keep the lock while the ansible-playbook process that runs the task lives, renewing it every
+        O(duration_seconds) / 5 seconds (at least 1), and stop renewing the moment that process is gone.
+      - Needs the task to run in the controller's own process (connection C(local), no become, the controller's
+        Python); elsewhere the task fails and says so.
+      - Ignored with O(state=absent).
+    type: bool
+    default: true
   labels:
     description: Labels to put on the Lease.
     type: dict
@@ -79,14 +95,14 @@ EXAMPLES = r"""
   gpuops.scheduling.node_lock:
     node: prod102
     namespace: gpu-operator
-    holder: "run-20261129-2055@awx-job-4411"
-    duration_seconds: 600
+    holder: "run-20261129-2055 awx-job-4411"
+  register: node_lock
 
 - name: Release the lock
   gpuops.scheduling.node_lock:
     node: prod102
     namespace: gpu-operator
-    holder: "run-20261129-2055@awx-job-4411"
+    holder: "{{ node_lock.lease.holder }}"
     state: absent
 """
 
@@ -113,7 +129,7 @@ lease:
     holder:
       description: The holder recorded in the Lease.
       type: str
-      sample: run-20261129-2055@awx-job-4411
+      sample: run-20261129-2055 awx-job-4411 on awx-ee-7f9c pid 4711
     acquired:
       description: When the holder took the lock.
       type: str
@@ -130,11 +146,41 @@ lease:
       description: Whether the lock had expired.
       type: bool
       sample: false
+    duration_seconds:
+      description: The Lease's duration.
+      type: int
+      sample: 15
+    transitions:
+      description: How many times the lock changed holder (C(leaseTransitions)).
+      type: int
+      sample: 1
 previous_holder:
   description: The holder of an expired lock that was taken over.
   returned: when outcome is took_over
   type: str
-  sample: run-20261129-2001@awx-job-4407
+  sample: run-20261129-2001 awx-job-4407 on awx-ee-7f9c pid 4002
+previous:
+  description: The expired lock that was taken over, as it was.
+  returned: when outcome is took_over
+  type: dict
+  contains:
+    holder: {description: Its holder., type: str}
+    renewed: {description: When it was last renewed., type: str}
+    expires: {description: When it expired., type: str}
+    labels: {description: Its labels (the run id of the run that died)., type: dict}
+    message: {description: The warning given., type: str}
+renewer:
+  description: The process that renews the lock while the run lives.
+  returned: when O(renew) and O(state=present), not in check mode
+  type: dict
+  contains:
+    pid: {description: Its process id., type: int, sample: 4712}
+    every_seconds: {description: Seconds between renewals., type: float, sample: 3.0}
+    while_process: {description: The process whose life it follows (ansible-playbook)., type: int, sample: 4711}
+namespace_missing:
+  description: Whether the task failed because O(namespace) does not exist.
+  returned: when it failed for that reason
+  type: bool
 """
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import k8s_module

@@ -131,6 +131,27 @@ options:
         the leftovers of an interrupted run that a M(kubernetes.core.k8s) task just deleted).
     type: bool
     default: false
+  claim_resource:
+    description:
+      - While a target pod waits unscheduled, read the pods of O(node) every second and fail at once when another pod
+        (not matched by O(label_selectors), or not one of O(names)) was bound there at or after O(claim_since), asks
+        for this resource, and leaves none of it free - that pod took the unit the target waits for. The failure names
+        it (namespace, name, priority, when it was bound); the pod is never touched.
+      - Needs O(node), O(claim_since), and C(list) on pods in all namespaces and C(get) on nodes.
+    type: str
+  claim_since:
+    description: When the unit was freed (RFC 3339), for O(claim_resource).
+    type: str
+  lock:
+    description:
+      - The run's node lock (M(gpuops.scheduling.node_lock)'s RV(gpuops.scheduling.node_lock#module:lease)). Read at the
+        start and at least every 5 seconds; the wait fails at once when the Lease is gone, expired, or held by another
+        holder, so that a run that lost its node stops.
+    type: dict
+    suboptions:
+      namespace: {description: Namespace of the Lease., type: str, required: true}
+      name: {description: Name of the Lease., type: str, required: true}
+      holder: {description: The holder this run recorded., type: str, required: true}
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - ansible.builtin.action_common_attributes
@@ -367,6 +388,11 @@ error:
   returned: always
   type: str
   sample: null
+foreign_claim:
+  description: The pod that took the unit a target waited for (O(claim_resource)).
+  returned: when such a pod ended the wait
+  type: dict
+  sample: {namespace: ml, name: train-0, priority: 1000, priority_class: training, bound_at: "2026-11-29T21:00:03.000Z", units: 1}
 api_requests:
   description: HTTP requests made to the API server (lists, watches, log and event reads).
   returned: always

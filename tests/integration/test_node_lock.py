@@ -13,7 +13,8 @@ VENV_BIN = Path(sys.executable).parent
 
 
 def lock_args(holder: str, **extra) -> dict:
-    return {"node": "prod102", "namespace": "gpu-operator", "holder": holder, **extra}
+    # The Lease's own rules (no renewer): an ad-hoc ansible command ends with its task, so renew would end with it.
+    return {"node": "prod102", "namespace": "gpu-operator", "holder": holder, "renew": False, **extra}
 
 
 def start(sim, args: dict) -> subprocess.Popen:
@@ -48,27 +49,27 @@ def test_two_runs_at_once_exactly_one_gets_the_node(sim):
     assert sim.kubectl("-n", "gpu-operator", "get", "lease", "gpuops-preflight-prod102", check=False).returncode != 0
 
 
-def lease_expiry(sim) -> datetime.datetime:
-    """When the node's lease expires, as the lock reads it: renewTime + leaseDurationSeconds."""
-    spec = json.loads(sim.kubectl("-n", "gpu-operator", "get", "lease", "gpuops-preflight-prod102", "-o", "json").stdout)["spec"]
-    renewed = datetime.datetime.strptime(spec["renewTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
-    return renewed + datetime.timedelta(seconds=spec["leaseDurationSeconds"])
-
-
 def test_a_lock_whose_holder_died_is_taken_over_after_expiry(sim):
+    """The holder is an ad-hoc `ansible` run with the default lock (15 s, renewed while it lives): it ends with its
+    task, as a killed run would, and its renewer stops renewing the moment it is gone."""
     sim.kubectl("-n", "gpu-operator", "delete", "lease", "gpuops-preflight-prod102", "--ignore-not-found")
-    # Long enough that the next run's refusal lands before the expiry on a loaded machine (an ad-hoc ansible run
-    # takes seconds there), after which the lock is waited out by its own expiry time, not by a fixed sleep.
-    assert sim.ansible_module("gpuops.scheduling.node_lock", lock_args("killed-run", duration_seconds=30))["outcome"] == "created"
-    expiry = lease_expiry(sim)
+    dead = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("killed-run", renew=True))
+    assert dead["outcome"] == "created" and dead["lease"]["holder"].startswith("killed-run on ")
+    assert dead["renewer"]["every_seconds"] == 3.0
     refused = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run"))
-    assert datetime.datetime.now(datetime.timezone.utc) < expiry, "the refusal came after the expiry: the test proves nothing"
-    assert refused["failed"] and "killed-run" in refused["msg"]
-    time.sleep(max(0.0, (expiry - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 0.5)
+    assert refused["failed"] and "killed-run on " in refused["msg"]
+    lease = json.loads(sim.kubectl("-n", "gpu-operator", "get", "lease", "gpuops-preflight-prod102", "-o", "json").stdout)
+    renewed = datetime.datetime.strptime(lease["spec"]["renewTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    # Not renewed once its ansible process had ended (a renewal is at most 3 s after the lock was taken).
+    assert renewed <= datetime.datetime.strptime(lease["spec"]["acquireTime"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=4)
+    time.sleep(max(0.0, (renewed + datetime.timedelta(seconds=15.5) - datetime.datetime.now(datetime.timezone.utc)).total_seconds()))
     check = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run"), check=True)
     assert check["outcome"] == "took_over" and check["changed"]
     assert json.loads(sim.kubectl("-n", "gpu-operator", "get", "lease", "gpuops-preflight-prod102", "-o", "json").stdout)[
-        "spec"]["holderIdentity"] == "killed-run"   # check mode wrote nothing
+        "spec"]["holderIdentity"] == dead["lease"]["holder"]   # check mode wrote nothing
     taken = sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run"))
-    assert taken["outcome"] == "took_over" and taken["previous_holder"] == "killed-run"
+    assert taken["outcome"] == "took_over" and taken["previous_holder"] == dead["lease"]["holder"]
+    assert taken["lease"]["transitions"] == 1
+    assert "took over the lock of node prod102 from 'killed-run on " in " ".join(taken.get("warnings", []))
     sim.ansible_module("gpuops.scheduling.node_lock", lock_args("next-run", state="absent"))

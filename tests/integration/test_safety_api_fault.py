@@ -21,7 +21,7 @@ from safety_helpers import (CHECKOUT, MANAGED, NAMESPACE, NODE, core_api, demo_p
 
 SLOW_EVIDENCE = ("sleep 4; nvidia-smi -L; env | grep '^NVIDIA_' | sort; "
                  "nvidia-smi --query-gpu=uuid,memory.used,memory.total --format=csv,noheader; echo '{{ gpu_demo_evidence_marker }}'")
-RUN_VARS = {"gpu_demo_timeout": 20, "gpu_demo_hold_seconds": 45, "gpu_demo_lock_seconds": 25, "gpu_demo_evidence_command": SLOW_EVIDENCE}
+RUN_VARS = {"gpu_demo_timeout": 20, "gpu_demo_hold_seconds": 45, "gpu_demo_evidence_command": SLOW_EVIDENCE}
 PAUSE = 5
 
 

@@ -7,8 +7,8 @@ node) must fail fast with the reason, and end with every pod of the run deleted.
 node's ledger ends as it began and no pod of the run remains.
 
 Decisions, from the role's behaviour:
-- a namespace that does not exist is NOT created: the run fails with the API server's `namespaces "<name>"
-  not found` (met by the node lock's Lease, or without the lock by the dry run of the demo pods), and
+- a namespace that does not exist is NOT created: the run fails saying `namespace <name> does not exist` and
+  how to create it (met by the node lock's Lease, or without the lock by the dry run of the demo pods), and
   nothing is created;
 - vLLM down or answering 503: refused before any pod exists (check vllm_healthy_before, naming the URL and
   what it answered); gpu_demo_vllm_require_healthy=false runs anyway and only records it;
@@ -51,7 +51,8 @@ PREFLIGHT_CASES = {
     # Which task meets these first (the node lock, the ledger read, the dry run) is the role's business:
     # the error must name the input, whatever check reports it.
     "missing-namespace-fails-not-created": Case({"gpu_demo_namespace": "gpuops-no-such-ns"},
-                                                ('namespaces "gpuops-no-such-ns" not found',)),
+                                                ("namespace gpuops-no-such-ns does not exist",
+                                                 "kubectl create namespace gpuops-no-such-ns")),
     "kubeconfig-path-missing": Case({}, ("kubeconfig file not found: {kubeconfig}",), connection="missing-file"),
     "api-unreachable-closed-port": Case({}, ("127.0.0.1:{port}",), connection="closed-port"),
     "invalid-token": Case({}, ("401",), connection="invalid-token"),
@@ -170,7 +171,7 @@ def test_a_failed_dry_run_gives_one_reason(sim, cluster_state, tmp_path):
     run = run_playbook(inventory, run_env(sim), {"gpu_demo_run_id": run_id, "gpu_demo_lock": False,
                                                  "gpu_demo_namespace": "gpuops-no-such-ns"})
     report = read_report(tmp_path / "reports", run_id)
-    if report is None or 'namespaces "gpuops-no-such-ns" not found' not in report["failure"]["message"]:
+    if report is None or "namespace gpuops-no-such-ns does not exist" not in report["failure"]["message"]:
         pytest.fail("the dry run was not reached: " + tail(run))
     assert "preemptionPolicy unknown" not in report["failure"]["message"], report["failure"]["message"]
 

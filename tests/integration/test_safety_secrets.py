@@ -136,6 +136,8 @@ MODULES_PLAYBOOK = textwrap.dedent("""\
             namespace: gpu-operator
             holder: "{{ run_id }}"
             duration_seconds: 60
+            # A shipped module cannot see the ansible-playbook process that a renewer would follow.
+            renew: false
           register: lock
 
         - name: Read the ledger

@@ -63,6 +63,53 @@ def _vllm_detail(url, vllm, require_healthy):
     return "inference server {0} {1}{2}".format(url or "(not checked)", answer, verdict)
 
 
+def _plugin_pods_hint(node_name, operator_namespace):
+    return ("kubectl -n {0} get pods -o wide --field-selector spec.nodeName={1} (the device-plugin pod, then its logs: "
+            "kubectl -n {0} logs <that pod>)").format(operator_namespace or "<operator namespace>", node_name)
+
+
+def _gpu_labels_say(labels):
+    """The node's labels that say it has GPUs (NFD's PCI label, the operator's gpu.present, GFD's count), as text."""
+    keys = ("nvidia.com/gpu.present", "nvidia.com/gpu.count", "feature.node.kubernetes.io/pci-10de.present")
+    said = ["{0}={1}".format(key, labels[key]) for key in keys if key in labels and labels[key] not in ("false", "0", "")]
+    return ", ".join(said)
+
+
+def not_advertised_detail(node_name, resource_name, labels, operator_namespace):
+    """Why a node found in the ledger does not advertise the resource at all, and where to look."""
+    gpus = _gpu_labels_say(labels)
+    if gpus and resource_name.startswith("nvidia.com/"):
+        return ("node {0} does not advertise {1}, although its labels say it has GPUs ({2}): the NVIDIA device plugin "
+                "has not registered {1} with the kubelet (not running on the node, or failing at start). Look at {3}, "
+                "then at the node's Capacity: kubectl describe node {0}").format(
+            node_name, resource_name, gpus, _plugin_pods_hint(node_name, operator_namespace))
+    return ("node {0} does not advertise {1}: no device plugin on it offers that resource. Check the resource name "
+            "(gpu_demo_resource) against what the node offers: kubectl get node {0} -o jsonpath='{{.status.allocatable}}'"
+            ).format(node_name, resource_name)
+
+
+def allocatable_detail(node_name, resource_name, capacity, allocatable, labels, operator_namespace):
+    """The allocatable check's reason: the count, and when it is 0, the likely cause and where to look."""
+    text = "allocatable {0} = {1}".format(resource_name, allocatable)
+    if allocatable > 0:
+        return text
+    if int(capacity or 0) > 0:
+        return ("{0} while its capacity is {1}: the kubelet counts none of the node's devices as healthy. Either the "
+                "device plugin stopped (the kubelet then marks its devices unhealthy) or it reports every device "
+                "Unhealthy (an XID error, a GPU fallen off the bus). Look at {2}, and at nvidia-smi on the node; "
+                "kubectl describe node {3} shows Capacity against Allocatable").format(
+            text, capacity, _plugin_pods_hint(node_name, operator_namespace), node_name)
+    if labels.get("nvidia.com/mig.strategy") == "mixed":
+        return ("{0}: the node's GPUs are split into MIG devices (nvidia.com/mig.strategy=mixed), which it advertises as "
+                "nvidia.com/mig-* resources: set gpu_demo_resource to one of them (kubectl get node {1} -o "
+                "jsonpath='{{.status.allocatable}}')").format(text, node_name)
+    gpus = _gpu_labels_say(labels)
+    if gpus:
+        return ("{0} (capacity 0) although its labels say it has GPUs ({1}): the device plugin has not registered its "
+                "devices with the kubelet. Look at {2}").format(text, gpus, _plugin_pods_hint(node_name, operator_namespace))
+    return "{0} (capacity 0): the node offers no unit of it (kubectl describe node {1})".format(text, node_name)
+
+
 def judge_node(ledger_result, vllm_result, settings):
     """{before, plan, checks} of the pre-flight.
 
@@ -120,18 +167,22 @@ def judge_node(ledger_result, vllm_result, settings):
 
     name_valid = bool(NODE_NAME.match(node_name))
     advertised = found and bool(resource)
-    found_detail = ("node {0} advertises {1}" if advertised else "node {0} does not advertise {1}").format(node_name, resource_name)
+    operator_namespace = (ledger.get("operator") or {}).get("namespace")
+    found_detail = ("node {0} advertises {1}".format(node_name, resource_name) if advertised
+                    else not_advertised_detail(node_name, resource_name, labels, operator_namespace))
     if dra and found:
         found_detail = _dra_found_detail(node_name, resource_name, resource, ledger, node)
         advertised = advertised and ledger.get("dra_served") is not False
     checks = [
         {"id": "node_name_valid", "phase": "preflight", "passed": name_valid,
          "detail": "node name '{0}' {1} a valid node name that fits in a label value (at most 63 characters: a-z, 0-9, "
-                   "'-', '.')".format(node_name, "is" if name_valid else "is not")},
+                   "'-', '.'){2}".format(node_name, "is" if name_valid else "is not",
+                                         "" if name_valid else ": set gpu_demo_node to the name kubectl get nodes shows")},
         {"id": "hold_outlives_waits", "phase": "preflight", "passed": hold_seconds > 2 * timeout,
          "detail": "gpu_demo_hold_seconds ({0}) {1} twice gpu_demo_timeout ({2}): the hold must outlive the hold and "
-                   "queue waits".format(settings["hold_seconds"], "exceeds" if hold_seconds > 2 * timeout else "must exceed",
-                                        settings["timeout"])},
+                   "queue waits{3}".format(settings["hold_seconds"], "exceeds" if hold_seconds > 2 * timeout else "must exceed",
+                                           settings["timeout"], "" if hold_seconds > 2 * timeout else
+                                           " (leave gpu_demo_hold_seconds unset: by default it follows from the timeouts)")},
         {"id": "timeout_usable", "phase": "preflight", "passed": timeout >= 1,
          "detail": "gpu_demo_timeout ({0}) {1} at least 1 second: with 0 no wait, not even the cleanup's, could see the "
                    "pods go".format(settings["timeout"], "is" if timeout >= 1 else "must be")},
@@ -154,22 +205,33 @@ def judge_node(ledger_result, vllm_result, settings):
         else:
             busy = "{0} unit(s) held by {1}".format(held_by_others, ", ".join(pod_ids(others))) + (
                 "; allowed by gpu_demo_allow_busy_node, the hold takes the {0} free unit(s)".format(free_for_demo)
-                if allow_busy else "; refusing a busy node (gpu_demo_allow_busy_node=false)")
-        allocatable_detail = "allocatable {0} = {1}".format(resource_name, allocatable)
+                if allow_busy else "; refusing a busy node (gpu_demo_allow_busy_node=false): wait for them to end, or set "
+                "gpu_demo_allow_busy_node=true to hold only the free units (kubectl get pods -A --field-selector "
+                "spec.nodeName={0})".format(node_name))
+        allocatable_text = allocatable_detail(node_name, resource_name, resource.get("capacity", 0), allocatable, labels,
+                                              operator_namespace)
         if dra:
-            allocatable_detail = "{0} device(s) of DeviceClass {1} on {2} ({3} allocated to other claims)".format(
+            allocatable_text = "{0} device(s) of DeviceClass {1} on {2} ({3} allocated to other claims)".format(
                 allocatable, resource_name, node_name, held_by_others)
         checks += [
             {"id": "node_ready", "phase": "preflight", "passed": ready,
-             "detail": "node {0} is {1}".format(node_name, "Ready" if ready else "not Ready")},
+             "detail": "node {0} is {1}".format(node_name, "Ready" if ready else (
+                 "not Ready: the scheduler places nothing there until its kubelet reports Ready. Look at its conditions "
+                 "(kubectl describe node {0}) and at the kubelet's log on the node").format(node_name))},
             {"id": "node_schedulable", "phase": "preflight", "passed": not cordoned,
-             "detail": "node {0} is {1}".format(node_name, "cordoned (spec.unschedulable)" if cordoned else "schedulable")},
-            {"id": "resource_allocatable", "phase": "preflight", "passed": allocatable > 0, "detail": allocatable_detail},
+             "detail": "node {0} is {1}".format(node_name, (
+                 "cordoned (spec.unschedulable): the scheduler places no new pod there. Uncordon it when it may take "
+                 "work (kubectl uncordon {0})").format(node_name) if cordoned else "schedulable")},
+            {"id": "resource_allocatable", "phase": "preflight", "passed": allocatable > 0,
+             "detail": allocatable_text},
             {"id": "node_not_busy", "phase": "preflight", "passed": held_by_others == 0 or allow_busy, "detail": busy},
         ]
     if allow_busy:
         checks.append({"id": "free_units", "phase": "preflight", "passed": free_for_demo > 0,
-                       "detail": "{0} free unit(s) of {1} to hold".format(free_for_demo, resource_name)})
+                       "detail": "{0} free unit(s) of {1} to hold{2}".format(
+                           free_for_demo, resource_name, "" if free_for_demo > 0 else
+                           ": other pods hold every unit; run again when one ends (kubectl get pods -A --field-selector "
+                           "spec.nodeName={0})".format(node_name))})
     return {"before": before, "plan": plan, "checks": checks}
 
 
@@ -226,14 +288,24 @@ def judge_admission(dry_run, priority_class, create_priority_class):
     templates = len(admitted) - len(pods)
     policies = [(pod.get("spec") or {}).get("preemptionPolicy") for pod in pods]
     never = bool(policies) and all(policy == "Never" for policy in policies)
+    missing_namespace = failed and re.search(r'namespaces "([^"]+)" not found', error)
     if not failed:
         admitted_detail = "the API server admits the {0} demo pod(s){1} (dry run)".format(
             len(pods), " and {0} ResourceClaimTemplate(s)".format(templates) if templates else "")
+    elif missing_namespace:
+        admitted_detail = ("namespace {0} does not exist: the demo creates its pods there. Create it (kubectl create "
+                           "namespace {0}) or set gpu_demo_namespace to an existing one").format(missing_namespace.group(1))
     elif will_create:
         admitted_detail = ("PriorityClass {0} does not exist yet: the run creates it (value 0, preemptionPolicy Never)"
                            .format(priority_class))
-    else:
+    elif missing_class:
+        admitted_detail = ("{0}: create PriorityClass {1} (value 0, preemptionPolicy Never), or let the run create it "
+                           "(gpu_demo_create_priority_class=true; needs create on priorityclasses)").format(error, priority_class)
+    elif not (dry_run.get("msg") or reason(dry_run)):
         admitted_detail = error
+    else:
+        admitted_detail = ("the server-side dry run of the demo pods failed: {0} (kubectl apply --dry-run=server -f "
+                           "<the pods> shows the same)").format(error)
     if will_create:
         never_detail = "the run creates PriorityClass {0} with preemptionPolicy Never".format(priority_class)
     else:

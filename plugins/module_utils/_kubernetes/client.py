@@ -236,10 +236,10 @@ class CoreV1Rest:
     def list_device_class(self, **kwargs):
         return self._call("GET", "/apis/resource.k8s.io/v1/deviceclasses", **kwargs)
 
-    def lease(self, method, namespace, name=None, body=None):
-        """coordination.k8s.io/v1 Leases: GET/PUT/DELETE one (``name``), or POST a new one."""
+    def lease(self, method, namespace, name=None, body=None, timeout=None):
+        """coordination.k8s.io/v1 Leases: GET/PUT/DELETE one (``name``), or POST a new one; ``timeout``: seconds."""
         path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % namespace
-        return self._call(method, path + ("/%s" % name if name else ""), body=body)
+        return self._call(method, path + ("/%s" % name if name else ""), body=body, _request_timeout=timeout)
 
 
 def _plain(body):

@@ -27,6 +27,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.clie
     explain_api_errors,
     k8s_client,
 )
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.lease import lost_lock_message, utc_now
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledger import LedgerError, read_ledger
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import (
     CONDITIONS,
@@ -37,10 +38,16 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_
     PodSetWatch,
     describe,
     iso,
+    parse_time,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.scheduling_events import (
     event_timeline,
     parse_failed_scheduling,
+)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.unit_claims import (
+    foreign_claim,
+    foreign_claim_message,
+    node_allocatable,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import TaskFailed
 
@@ -57,6 +64,12 @@ EVENT_GRACE_SECONDS = 10
 # A running container prints its first lines within milliseconds: a short poll of the log costs
 # less than opening a log stream per pod.
 LOG_POLL_SECONDS = 0.1
+# While a target waits unscheduled for a unit it should get (claim_resource), the node's pods are read this often:
+# another pod that took the unit is named within about this long of its binding.
+CLAIM_POLL_SECONDS = 1.0
+# With a lock to keep (the lock option), the run's Lease is read at the start and at least this often: a run whose
+# lock was taken over (its renewer gone, the API server away longer than the Lease) stops at its next wait.
+LOCK_CHECK_SECONDS = 5.0
 
 
 class WaitFailed(Exception):
@@ -66,9 +79,12 @@ class WaitFailed(Exception):
 class PodWaiter:
     """One pod_wait call: a list and a watch, then logs, events and the ledger."""
 
-    def __init__(self, api, params, clock=None):
+    def __init__(self, api, params, clock=None, reader=None):
         self.api = api
+        self.reader = reader
         self.params = params
+        self.claim = None
+        self.claim_since = parse_time(params.get("claim_since")) if params.get("claim_resource") else None
         self.clock = clock or time.time
         self.namespace = params["namespace"]
         self.names = params["names"] or []
@@ -130,6 +146,12 @@ class PodWaiter:
             if remaining <= 0:
                 raise WaitFailed("timed out after {0}s waiting for {1}: {2}".format(
                     self.params["timeout"], self._what(), self._states()))
+            if self.params.get("lock"):
+                self.check_lock()
+                remaining = min(remaining, LOCK_CHECK_SECONDS)
+            if self.claim_since is not None:
+                self.check_claims()
+                remaining = min(remaining, CLAIM_POLL_SECONDS)
             try:
                 resource_version = self._watch(resource_version, remaining)
             except ApiException as error:
@@ -158,6 +180,44 @@ class PodWaiter:
         finally:
             watch.stop()
         return resource_version
+
+    def check_lock(self):
+        """Fail when the run no longer holds its node's lock (lease.lost_lock_message says when that is)."""
+        lock = self.params["lock"]
+        self.requests += 1
+        with explain_api_errors("read Lease {0}/{1}".format(lock["namespace"], lock["name"]), self.host):
+            try:
+                lease = self._raw(self.api.lease("GET", lock["namespace"], lock["name"]))
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+                lease = None
+        message = lost_lock_message(lease, lock, utc_now())
+        if message:
+            raise WaitFailed(message)
+
+    def check_claims(self):
+        """Fail at once when another pod took the unit a target waits for (unit_claims.py says when that is)."""
+        waiting = [pod["name"] for pod in self.targets() if pod.get("exists") and not pod.get("node_name")]
+        if not waiting or self.reader is None:
+            return
+        node, resource = self.params["node"], self.params["claim_resource"]
+        self.requests += 2
+        node_pods = self.reader.list_pods(field_selector="spec.nodeName={0}".format(node))
+        allocatable = node_allocatable(self.reader.get_node(node), resource)
+        selector = dict(label.split("=", 1) for label in self.params["label_selectors"] or [] if "=" in label)
+
+        def is_ours(pod):
+            metadata = pod.get("metadata") or {}
+            labels = metadata.get("labels") or {}
+            if selector:
+                return metadata.get("namespace") == self.namespace and all(labels.get(key) == value for key, value in selector.items())
+            return metadata.get("namespace") == self.namespace and metadata.get("name") in self.names
+
+        claim = foreign_claim(node_pods, allocatable, resource, self.claim_since, is_ours)
+        if claim:
+            self.claim = claim
+            raise WaitFailed(foreign_claim_message(claim, node, resource, ", ".join(waiting)))
 
     def _what(self):
         target = ", ".join(self.names) if self.names else "pods matching {0}".format(self.selector)
@@ -299,12 +359,14 @@ class PodWaiter:
             result["events"] = self.events
         if self.ledger is not None:
             result["ledger"] = self.ledger
+        if self.claim is not None:
+            result["foreign_claim"] = self.claim
         return result
 
 
 def wait_for(params, api, reader, warn):
     """One wait (then logs, events, ledger): (result, error message or None)."""
-    waiter = PodWaiter(api, params)
+    waiter = PodWaiter(api, params, reader=reader)
     condition = params["condition"]
     try:
         with explain_api_errors("watch pods in namespace {0}".format(params["namespace"]), waiter.host):
@@ -351,6 +413,10 @@ OPTIONS = dict(
     ledger_node=dict(type="str"),
     ledger_resources=dict(type="list", elements="str", default=["nvidia.com/gpu"]),
     warn_gone=dict(type="bool", default=False),
+    claim_resource=dict(type="str"),
+    claim_since=dict(type="str"),
+    lock=dict(type="dict", options=dict(namespace=dict(type="str", required=True), name=dict(type="str", required=True),
+                                        holder=dict(type="str", required=True))),
 )
 
 
@@ -358,6 +424,9 @@ def check_params(params):
     """Refuse, before any API call, a wait that names no pods or has an invalid log pattern."""
     if not (params["names"] or params["label_selectors"]):
         raise TaskFailed("give names or label_selectors")
+    if params["claim_resource"] and not (params["node"] and parse_time(params["claim_since"])):
+        raise TaskFailed("claim_resource needs node (whose pods are read) and claim_since (when the unit was freed, an "
+                         "RFC 3339 time), got node={0!r}, claim_since={1!r}".format(params["node"], params["claim_since"]))
     if params["log_ready_pattern"]:
         try:
             re.compile(params["log_ready_pattern"])

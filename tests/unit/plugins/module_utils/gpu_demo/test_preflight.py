@@ -52,7 +52,8 @@ def test_a_busy_node_is_refused_naming_the_holders():
     busy = checks(judgement)["node_not_busy"]
     assert not busy["passed"]
     assert busy["detail"] == ("7 unit(s) held by default/vllm-h20, ml/train; refusing a busy node "
-                              "(gpu_demo_allow_busy_node=false)")
+                              "(gpu_demo_allow_busy_node=false): wait for them to end, or set gpu_demo_allow_busy_node=true "
+                              "to hold only the free units (kubectl get pods -A --field-selector spec.nodeName=prod102)")
     assert judgement["before"]["held_by_others"] == 7 and judgement["plan"]["units"] == 1
 
 
@@ -60,8 +61,10 @@ def test_allowed_busy_node_holds_only_the_free_units():
     judgement = judge_node(ledger([pod("vllm-h20", 8)]), HEALTHY, dict(SETTINGS, allow_busy_node=True))
     assert checks(judgement)["node_not_busy"]["passed"]
     assert checks(judgement)["node_not_busy"]["detail"].endswith("allowed by gpu_demo_allow_busy_node, the hold takes the 0 free unit(s)")
-    assert checks(judgement)["free_units"] == {"id": "free_units", "phase": "preflight", "passed": False,
-                                               "detail": "0 free unit(s) of nvidia.com/gpu to hold"}
+    assert checks(judgement)["free_units"]["passed"] is False
+    assert checks(judgement)["free_units"]["detail"] == (
+        "0 free unit(s) of nvidia.com/gpu to hold: other pods hold every unit; run again when one ends "
+        "(kubectl get pods -A --field-selector spec.nodeName=prod102)")
 
 
 def test_an_interrupted_runs_pods_are_leftovers_not_other_users():
@@ -85,19 +88,70 @@ def test_an_unreadable_ledger_gives_one_reason():
 
 def test_a_node_without_the_resource_is_named():
     judgement = judge_node(ledger(resource="nvidia.com/mig-1g.10gb"), HEALTHY, SETTINGS)
-    assert checks(judgement)["node_found"] == {"id": "node_found", "phase": "preflight", "passed": False,
-                                               "detail": "node prod102 does not advertise nvidia.com/gpu"}
+    assert checks(judgement)["node_found"] == {"id": "node_found", "phase": "preflight", "passed": False, "detail": (
+        "node prod102 does not advertise nvidia.com/gpu: no device plugin on it offers that resource. Check the resource name "
+        "(gpu_demo_resource) against what the node offers: kubectl get node prod102 -o jsonpath='{.status.allocatable}'")}
     assert "node_ready" not in checks(judgement)
 
 
-@pytest.mark.parametrize("state,passed,detail", [
-    (dict(ready=False), False, "node prod102 is not Ready"),
-    (dict(unschedulable=True), False, "node prod102 is cordoned (spec.unschedulable)"),
-    (dict(allocatable=0), False, "allocatable nvidia.com/gpu = 0"),
+def operator_ledger(**state):
+    judged = ledger(**state)
+    judged["ledger"]["operator"] = {"namespace": "gpu-operator", "pods": [], "running": {}}
+    return judged
+
+
+def test_gpus_without_a_registered_device_plugin_are_named_with_where_to_look():
+    """The labels say GPUs, the node advertises no nvidia.com/gpu at all: the plugin never registered."""
+    judged = operator_ledger(resource="example.com/other", labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": "1"})
+    detail = checks(judge_node(judged, HEALTHY, SETTINGS))["node_found"]["detail"]
+    assert detail.startswith("node prod102 does not advertise nvidia.com/gpu, although its labels say it has GPUs "
+                             "(nvidia.com/gpu.present=true, nvidia.com/gpu.count=1): the NVIDIA device plugin has not registered")
+    assert "kubectl -n gpu-operator get pods -o wide --field-selector spec.nodeName=prod102" in detail
+    # Wrong world: no GPU label, nothing is blamed on the plugin.
+    plain = checks(judge_node(operator_ledger(resource="example.com/other"), HEALTHY, SETTINGS))["node_found"]["detail"]
+    assert "device plugin has not registered" not in plain and "gpu_demo_resource" in plain
+
+
+def ledger_with(capacity, allocatable, labels=None):
+    judged = operator_ledger(labels=labels)
+    judged["ledger"]["nodes"]["prod102"]["resources"]["nvidia.com/gpu"].update(capacity=capacity, allocatable=allocatable, free=allocatable)
+    return judged
+
+
+@pytest.mark.parametrize("capacity, labels, says, not_says", [
+    # Capacity but nothing allocatable: every device unhealthy, or the plugin stopped.
+    (1, {"nvidia.com/gpu.present": "true"},
+     ("allocatable nvidia.com/gpu = 0 while its capacity is 1", "device plugin stopped", "Unhealthy",
+      "kubectl -n gpu-operator get pods", "kubectl describe node prod102"),
+     ("MIG",)),
+    # Nothing at all while the labels say GPUs: never registered.
+    (0, {"nvidia.com/gpu.present": "true"}, ("(capacity 0) although its labels say it has GPUs", "has not registered"),
+     ("Unhealthy",)),
+    # Mixed MIG: the whole-GPU resource is empty on purpose.
+    (0, {"nvidia.com/gpu.present": "true", "nvidia.com/mig.strategy": "mixed"}, ("MIG devices", "set gpu_demo_resource"),
+     ("has not registered", "Unhealthy")),
+    # No GPU label, no capacity: no blame on a plugin.
+    (0, {}, ("(capacity 0): the node offers no unit",), ("device plugin",)),
 ])
-def test_node_state_checks(state, passed, detail):
+def test_allocatable_zero_says_why_and_where_to_look(capacity, labels, says, not_says):
+    detail = checks(judge_node(ledger_with(capacity, 0, labels), HEALTHY, SETTINGS))["resource_allocatable"]
+    assert detail["passed"] is False
+    assert all(text in detail["detail"] for text in says), detail
+    assert not any(text in detail["detail"] for text in not_says), detail
+    healthy = checks(judge_node(ledger_with(1, 1, labels), HEALTHY, SETTINGS))["resource_allocatable"]
+    assert healthy == {"id": "resource_allocatable", "phase": "preflight", "passed": True, "detail": "allocatable nvidia.com/gpu = 1"}
+
+
+@pytest.mark.parametrize("state,passed,detail,look", [
+    (dict(ready=False), False, "node prod102 is not Ready", "kubectl describe node prod102"),
+    (dict(unschedulable=True), False, "node prod102 is cordoned (spec.unschedulable)", "kubectl uncordon prod102"),
+    (dict(allocatable=0), False, "allocatable nvidia.com/gpu = 0", "kubectl describe node prod102"),
+])
+def test_node_state_checks(state, passed, detail, look):
     judged = checks(judge_node(ledger(**state), HEALTHY, SETTINGS))
-    assert any(check["detail"] == detail and check["passed"] is passed for check in judged.values()), judged
+    assert any(check["detail"].startswith(detail) and look in check["detail"] and check["passed"] is passed
+               for check in judged.values()), judged
+    assert all(look not in check["detail"] for check in checks(judge_node(ledger(), HEALTHY, SETTINGS)).values())
 
 
 @pytest.mark.parametrize("vllm,require,passed,detail", [
@@ -195,12 +249,16 @@ def test_a_missing_class_the_run_creates_is_no_refusal_unless_it_may_not():
         "demo_pods_never_preempt": (True, "the run creates PriorityClass gpuops-preflight-no-preempt with preemptionPolicy Never"),
     }
     _judged, checks = admission_checks(missing, create=False)
-    assert checks == {"demo_pods_admitted": (False, message)}
+    assert checks == {"demo_pods_admitted": (False, message + ": create PriorityClass gpuops-preflight-no-preempt (value 0, "
+                                             "preemptionPolicy Never), or let the run create it (gpu_demo_create_priority_class=true; "
+                                             "needs create on priorityclasses)")}
 
 
 def test_a_dry_run_that_failed_otherwise_gives_one_reason():
     _judged, checks = admission_checks(status_error('namespaces "nope" not found'))
-    assert checks == {"demo_pods_admitted": (False, 'namespaces "nope" not found')}
+    assert checks == {"demo_pods_admitted": (False, "namespace nope does not exist: the demo creates its pods there. Create it "
+                                                    "(kubectl create namespace nope) or set gpu_demo_namespace to an existing one")}
     judged, checks = admission_checks({"failed": True, "msg": "could not reach https://127.0.0.1:16443"})
-    assert checks == {"demo_pods_admitted": (False, "could not reach https://127.0.0.1:16443")}
+    assert checks == {"demo_pods_admitted": (False, "the server-side dry run of the demo pods failed: could not reach "
+                                                    "https://127.0.0.1:16443 (kubectl apply --dry-run=server -f <the pods> shows the same)")}
     assert admission_checks({})[1] == {"demo_pods_admitted": (False, "dry run failed")}

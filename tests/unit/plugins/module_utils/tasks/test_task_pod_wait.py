@@ -101,7 +101,7 @@ class FakeModule:
                         fail_on_unschedulable=False, warn_gone=False,
                         fatal_reasons=list(pod_wait.DEFAULT_FATAL_REASONS), logs=False, log_ready_pattern=None,
                         log_limit_bytes=65536, events=False, event_pod_uids=[], ledger_node=None,
-                        ledger_resources=["nvidia.com/gpu"])
+                        ledger_resources=["nvidia.com/gpu"], claim_resource=None, claim_since=None)
         defaults.update(params)
         self.params = defaults
         self.failed = None
@@ -299,3 +299,96 @@ def test_ledger_is_read_once_the_condition_holds():
     with pytest.raises(SystemExit):
         run(module, api, reader=FakeReader(node))
     assert "node 'prod999' not found" in module.failed["msg"]
+
+
+class NodePodsReader(FakeReader):
+    """The node's pods as the claim check reads them (spec.nodeName=prod102, every namespace)."""
+
+    def __init__(self, node, node_pods):
+        super().__init__(node)
+        self.node_pods = node_pods
+        self.reads = 0
+
+    def list_pods(self, namespace=None, field_selector=None, fields=None, keep=None, page_size=None):
+        assert namespace is None and field_selector == "spec.nodeName=prod102"
+        self.reads += 1
+        return self.node_pods
+
+
+def gpu_pod(name, namespace, bound="2026-10-12T08:01:10Z"):
+    claimed = make_pod(name, phase="Running", node="prod102", scheduled=True)
+    claimed["metadata"]["namespace"] = namespace
+    claimed["status"]["conditions"][0]["lastTransitionTime"] = bound
+    claimed["spec"].update(priority=1000, priorityClassName="training",
+                           containers=[{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
+    return claimed
+
+
+NODE_1_GPU = {"metadata": {"name": "prod102"}, "status": {"allocatable": {"nvidia.com/gpu": "1"}}}
+
+
+def test_a_pod_that_took_the_released_unit_ends_the_wait_at_once_naming_it():
+    api = FakeApi(pods=[make_pod("gpu-demo-queue", scheduled="Unschedulable")])
+    reader = NodePodsReader(NODE_1_GPU, [gpu_pod("train-0", "ml")])
+    module = FakeModule(names=["gpu-demo-queue"], condition="succeeded", node="prod102", timeout=60,
+                        claim_resource="nvidia.com/gpu", claim_since="2026-10-12T08:01:09.500Z")
+    with pytest.raises(SystemExit):
+        run(module, api, reader=reader)
+    assert module.failed["msg"].startswith("pod ml/train-0 (priority 1000, PriorityClass training) was bound to node prod102 at "
+                                           "2026-10-12T08:01:10.000Z")
+    assert module.failed["foreign_claim"]["name"] == "train-0" and module.failed["elapsed"] < 5
+    assert reader.reads == 1
+
+
+def test_no_claim_while_a_unit_is_free_or_the_holder_is_older_or_ours():
+    for node_pods in ([gpu_pod("train-0", "ml", bound="2026-10-12T08:00:00Z")],          # there before the release
+                      [gpu_pod("gpu-demo-queue-other", "gpu-operator")]):                  # names=[...]: not ours either
+        api = FakeApi(pods=[make_pod("gpu-demo-queue", scheduled="Unschedulable")],
+                      watches=[[("MODIFIED", make_pod("gpu-demo-queue", phase="Succeeded", node="prod102", scheduled=True,
+                                                      rv="6"))]])
+        reader = NodePodsReader(NODE_1_GPU, node_pods)
+        module = FakeModule(names=["gpu-demo-queue"], condition="succeeded", node="prod102",
+                            claim_resource="nvidia.com/gpu", claim_since="2026-10-12T08:01:09.500Z")
+        if node_pods[0]["metadata"]["namespace"] == "gpu-operator":
+            # Another pod of our namespace that the wait does not name is someone else's too: it is named.
+            with pytest.raises(SystemExit):
+                run(module, api, reader=reader)
+            continue
+        assert run(module, api, reader=reader)["met"]
+    two = dict(NODE_1_GPU, status={"allocatable": {"nvidia.com/gpu": "2"}})
+    api = FakeApi(pods=[make_pod("gpu-demo-queue", scheduled="Unschedulable")],
+                  watches=[[("MODIFIED", make_pod("gpu-demo-queue", phase="Succeeded", node="prod102", scheduled=True, rv="6"))]])
+    assert run(FakeModule(names=["gpu-demo-queue"], condition="succeeded", node="prod102", claim_resource="nvidia.com/gpu",
+                          claim_since="2026-10-12T08:01:09.500Z"), api, reader=NodePodsReader(two, [gpu_pod("t", "ml")]))["met"]
+
+
+def test_claim_resource_needs_a_node_and_a_time():
+    with pytest.raises(pod_wait.TaskFailed, match="claim_resource needs node"):
+        pod_wait.check_params(FakeModule(names=["q"], condition="succeeded", claim_resource="nvidia.com/gpu").params)
+
+
+class LeaseApi(FakeApi):
+    def __init__(self, pods, lease, **kwargs):
+        super().__init__(pods, **kwargs)
+        self.lease_object = lease
+
+    def lease(self, method, namespace, name, body=None):
+        assert method == "GET"
+        if self.lease_object is None:
+            raise ApiException(status=404)
+        return Response(self.lease_object)
+
+
+def test_a_wait_stops_at_once_when_the_run_lost_its_lock():
+    lock = {"namespace": "gpu-operator", "name": "gpuops-preflight-prod102", "holder": "run-a on ctl pid 7"}
+    taken = {"metadata": {"name": lock["name"]}, "spec": {"holderIdentity": "run-b on ctl pid 9", "leaseDurationSeconds": 15,
+                                                          "acquireTime": "2099-01-01T00:00:00Z", "renewTime": "2099-01-01T00:00:00Z"}}
+    module = FakeModule(names=["q"], condition="running", timeout=60, lock=lock)
+    with pytest.raises(SystemExit):
+        run(module, LeaseApi([make_pod("q")], taken))
+    assert "no longer holds the node's lock" in module.failed["msg"] and "run-b on ctl pid 9" in module.failed["msg"]
+    assert module.failed["elapsed"] < 5
+    ours = dict(taken, spec=dict(taken["spec"], holderIdentity=lock["holder"]))
+    api = LeaseApi([make_pod("q")], ours, watches=[[("MODIFIED", make_pod("q", phase="Running", node="n", scheduled=True,
+                                                                          started=True, rv="6"))]])
+    assert run(FakeModule(names=["q"], condition="running", timeout=60, lock=lock), api)["met"]
