@@ -339,12 +339,12 @@ def run_kills(sim, directory, shard: int) -> tuple:
 def test_sigkill_at_every_step_frees_the_gpu_and_the_next_run_takes_over(sim, tmp_path, record_property, shard):
     points, rows = run_kills(sim, tmp_path, shard)
     record_property("kills", json.dumps(rows, default=str))
-    assert len(points) >= 2 * SHARDS and FREE_BY_ITSELF_AT in [point for _, point in points], points
+    assert len(points) >= 2 * SHARDS and FREE_BY_ITSELF_AT in [point for _kind, point in points], points
     # The GPU and the lock come back within their bounds.
     problems = {row["kill point"]: row["free"] for row in rows if row["free"]}
     assert not problems, json.dumps(problems, indent=1)
     assert any(row.get("leftovers left") for row in rows), "no kill point left a pod behind: the test proves nothing"
-    if FREE_BY_ITSELF_AT in [point for _, point in kill_points_of(shard, points)]:
+    if FREE_BY_ITSELF_AT in [point for _kind, point in kill_points_of(shard, points)]:
         assert any("seconds until free" in row for row in rows), "the GPU was never left to free itself"
     # The next run, 30 s after the kill, passes, takes the lock over and removes the leftovers, and says so.
     problems = {row["kill point"]: row["rerun"] for row in rows if row["rerun"]}
