@@ -68,10 +68,12 @@ def same_python(interpreter, executable):
 
     The same file in the same directory: a virtualenv's python, python3 and python3.11 are links to one
     interpreter and find the virtualenv from their directory, while the base interpreter (the links' target)
-    does not see the virtualenv's packages.
+    does not see the virtualenv's packages. The directory is compared with its links resolved: a virtualenv
+    reached through a linked folder (``.venv -> ~/.cache/...``) is the same virtualenv.
     """
     try:
-        return (os.path.dirname(os.path.abspath(interpreter)) == os.path.dirname(os.path.abspath(executable))
+        return (os.path.realpath(os.path.dirname(os.path.abspath(interpreter)))
+                == os.path.realpath(os.path.dirname(os.path.abspath(executable)))
                 and os.path.samefile(interpreter, executable))
     except OSError:
         # Not a path to a file (e.g. "/usr/bin/env python3"): it may be any Python.

@@ -215,3 +215,17 @@ def test_an_async_task_runs_as_a_module(tmp_path, vllm):
     output, result = run_playbook(tmp_path, server.base, sys.executable, text=text)
     assert "gpuops.scheduling.vllm_health: running as a module: async tasks run as modules" in output
     assert result["healthy"] is True
+
+
+def test_a_virtualenv_reached_through_a_linked_folder_is_the_same_python(tmp_path):
+    # make setup may link .venv to a virtualenv kept under ~/.cache: the playbook's python and the interpreter
+    # named through the link are one virtualenv. A link to the same file in another folder is not (see above).
+    real_bin = tmp_path / "cache" / "venv" / "bin"
+    real_bin.mkdir(parents=True)
+    (real_bin / "python").symlink_to(sys.executable)
+    (tmp_path / ".venv").symlink_to(tmp_path / "cache" / "venv")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "python").symlink_to(sys.executable)
+    assert in_process.same_python(str(tmp_path / ".venv" / "bin" / "python"), str(real_bin / "python"))
+    assert not in_process.same_python(str(elsewhere / "python"), str(real_bin / "python"))
