@@ -108,7 +108,9 @@ def test_idle_node(walkthrough):
     assert result["ledger"]["operator"]["running"]["gpu_feature_discovery"] is True
     assert result["ledger"]["pending"] == []
     # One node: the node, its pods, the unscheduled pods, the operator's pods on the node.
-    assert (result["read_strategy"], result["api_calls"]) == ("node", 4)
+    # The node, its pods, the unscheduled pods, the operator's pods; and for the DRA ledger its ResourceSlices and the
+    # DeviceClasses (its pods use no claim, so no claim is read).
+    assert (result["read_strategy"], result["api_calls"]) == ("node", 6)
     assert kubectl_allocated(walkthrough, "prod102") == [0, 0]
 
 
@@ -161,7 +163,7 @@ def test_cpu_node(walkthrough, topology):
     topology("no-gpu")
     result = walkthrough.ansible_module(LEDGER, {"node": "prod102"})
     assert result["msg"] == ("node prod102 advertises none of nvidia.com/gpu; it advertises: cpu, ephemeral-storage, hugepages-1Gi, "
-                             "hugepages-2Mi, memory, pods")
+                             "hugepages-2Mi, memory, pods; no ResourceSlice publishes devices on it either")
 
 
 def test_bad_kubeconfig(walkthrough, tmp_path):
@@ -202,7 +204,8 @@ def test_fleet_in_constant_calls(walkthrough, topology):
     assert nodes["gpu-a3"]["unschedulable"] is True
     assert nodes["gpu-a4"]["ready"] is False
     assert result["ledger"]["totals"]["nvidia.com/gpu"] == {"capacity": 6, "allocatable": 6, "requested": 1, "limits": 1, "free": 5}
-    assert result["api_calls"] == 2
+    # Nodes and pods; and for the DRA ledger ResourceSlices, ResourceClaims and DeviceClasses: five lists for any fleet.
+    assert result["api_calls"] == 5
 
 
 QUEUED = """
@@ -241,7 +244,8 @@ def test_one_node_reads_only_that_node_and_equals_the_fleet_read(walkthrough, to
             assert by_node["ledger"]["nodes"] == {name: fleet["ledger"]["nodes"][name]}
             assert by_node["ledger"]["pending"] == fleet["ledger"]["pending"]
             assert [(entry["name"], entry["requests"]) for entry in by_node["ledger"]["pending"]] == [("queued-big", {"nvidia.com/gpu": 8})]
-            assert (by_node["api_calls"], forced_fleet["api_calls"]) == (3, 2)
+            # With the DRA ledger: + the node's ResourceSlices and the DeviceClasses (node), + three lists (fleet).
+            assert (by_node["api_calls"], forced_fleet["api_calls"]) == (5, 5)
             assert by_node["api_bytes"] > 0   # what it saves shows at scale: bench/ledger_big.py
         holders_a1 = fleet["ledger"]["nodes"]["gpu-a1"]["resources"]["nvidia.com/gpu"]["holders"]
         assert [holder["name"] for holder in holders_a1] == ["llm-a1-0"]

@@ -127,7 +127,9 @@ def test_an_identity_without_the_node_rules_is_refused_naming_them_and_passes_wi
     sim.kubectl("create", "clusterrolebinding", account, "--clusterrole", account, "--serviceaccount", f"{NAMESPACE}:{account}")
     reads = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": account + "-reads"},
              "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-                       {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]}]}
+                       {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
+                       {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "deviceclasses"], "verbs": ["list"]},
+                       {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list"]}]}
     sim.kubectl("apply", "-f", "-", input=json.dumps(reads))
     sim.kubectl("create", "clusterrolebinding", account + "-reads", "--clusterrole", account + "-reads",
                 "--serviceaccount", f"{NAMESPACE}:{account}")
