@@ -60,17 +60,22 @@ def _claim_template(name):
             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}
 
 
+def run_as(sim, directory, kubeconfig, extra_vars=None, prefix="rbac"):
+    """The demo playbook run with only ``kubeconfig``'s identity -> (run id, the run, its report or None)."""
+    run_id = new_run_id(prefix)
+    inventory = write_inventory(directory / run_id, sim, gpu_demo_kubeconfig=kubeconfig)
+    run = run_playbook(inventory, run_env(sim, KUBECONFIG=kubeconfig, K8S_AUTH_KUBECONFIG=kubeconfig),
+                       {"gpu_demo_run_id": run_id, **(extra_vars or {})})
+    return run_id, run, read_report(directory / run_id / "reports", run_id)
+
+
 def test_full_playbook_passes_with_only_the_service_account_token(sim, identity):
     admin = core_api(sim.kubeconfig)
     before = ledger(admin)
     # The PriorityClass comes from preflight_rbac: the ServiceAccount may read it, not create it.
     assert sim.kubectl("get", "priorityclass", PRIORITY_CLASS, "-o", "jsonpath={.preemptionPolicy}").stdout == "Never"
-    run_id = new_run_id("rbac")
-    inventory = write_inventory(identity["dir"] / run_id, sim, gpu_demo_kubeconfig=identity["kubeconfig"])
-    env = run_env(sim, KUBECONFIG=identity["kubeconfig"], K8S_AUTH_KUBECONFIG=identity["kubeconfig"])
-    run = run_playbook(inventory, env, {"gpu_demo_run_id": run_id})
+    run_id, run, report = run_as(sim, identity["dir"], identity["kubeconfig"])
     assert run.returncode == 0, tail(run)
-    report = read_report(identity["dir"] / run_id / "reports", run_id)
     assert report["passed"] is True and report["failed_checks"] == [], report["failed_checks"]
     assert report["hold"]["distinct_uuids"] and report["queue"]["evidence"]["uuids"]
     assert identity["token"] not in output_of(run)
@@ -86,12 +91,8 @@ def test_the_walk_through_dra_passes_with_only_the_service_account_token(sim, id
     # The same token on a node whose GPU only DRA publishes: claim templates, claims, slices and classes are enough.
     sim.use_topology("dra")
     try:
-        run_id = new_run_id("rbac-dra")
-        inventory = write_inventory(identity["dir"] / run_id, sim, gpu_demo_kubeconfig=identity["kubeconfig"])
-        env = run_env(sim, KUBECONFIG=identity["kubeconfig"], K8S_AUTH_KUBECONFIG=identity["kubeconfig"])
-        run = run_playbook(inventory, env, {"gpu_demo_run_id": run_id})
+        _run_id, run, report = run_as(sim, identity["dir"], identity["kubeconfig"], prefix="rbac-dra")
         assert run.returncode == 0, tail(run)
-        report = read_report(identity["dir"] / run_id / "reports", run_id)
         assert report["passed"] is True and report["before"]["allocation"] == "dra", report["failed_checks"]
         assert sim.kubectl("get", "resourceclaims,resourceclaimtemplates", "-n", NAMESPACE, "-o", "name").stdout == ""
     finally:
@@ -104,11 +105,8 @@ def test_a_token_without_the_rules_is_refused_before_anything_is_created(sim, id
     before = ledger(admin)
     token = sim.kubectl("-n", NAMESPACE, "create", "token", "default", "--duration", "10m").stdout.strip()
     kubeconfig = str(token_kubeconfig(sim, token, identity["dir"] / "default-sa.kubeconfig"))
-    run_id = new_run_id("rbac")
-    inventory = write_inventory(identity["dir"] / run_id, sim, gpu_demo_kubeconfig=kubeconfig)
-    run = run_playbook(inventory, run_env(sim, KUBECONFIG=kubeconfig, K8S_AUTH_KUBECONFIG=kubeconfig), {"gpu_demo_run_id": run_id})
+    _run_id, run, report = run_as(sim, identity["dir"], kubeconfig)
     assert run.returncode != 0
-    report = read_report(identity["dir"] / run_id / "reports", run_id)
     message = report["failure"]["message"]   # from the node lock or the ledger read, whichever asks first
     assert "403" in message and "system:serviceaccount:gpu-operator:default" in message, message
     assert demo_pods(admin) == [] and ledger(admin) == before
@@ -136,22 +134,16 @@ def test_an_identity_without_the_node_rules_is_refused_naming_them_and_passes_wi
     try:
         token = sim.kubectl("-n", NAMESPACE, "create", "token", account, "--duration", "10m").stdout.strip()
         kubeconfig = str(token_kubeconfig(sim, token, identity["dir"] / "no-verdict.kubeconfig"))
-        env = run_env(sim, KUBECONFIG=kubeconfig, K8S_AUTH_KUBECONFIG=kubeconfig)
-        refused_id = run_id = new_run_id("rbac")
-        inventory = write_inventory(identity["dir"] / run_id, sim, gpu_demo_kubeconfig=kubeconfig)
-        run = run_playbook(inventory, env, {"gpu_demo_run_id": run_id})
+        refused_id, run, report = run_as(sim, identity["dir"], kubeconfig)
         assert run.returncode != 0, tail(run)
-        report = read_report(identity["dir"] / run_id / "reports", run_id)
         assert report["failed_checks"] == ["verdict_permitted"], report["failed_checks"]
         message = report["failure"]["message"]
         assert "patch on nodes/status (the condition)" in message and "patch on nodes (the label" in message, message
         assert "gpu_demo_verdict: false" in message and "playbooks/preflight_rbac.yml" in message, message
         assert demo_pods(admin) == [] and report["hold"] == {}
-        run_id = new_run_id("rbac")
-        inventory = write_inventory(identity["dir"] / run_id, sim, gpu_demo_kubeconfig=kubeconfig)
-        run = run_playbook(inventory, env, {"gpu_demo_run_id": run_id, "gpu_demo_verdict": False})
+        run_id, run, report = run_as(sim, identity["dir"], kubeconfig, {"gpu_demo_verdict": False})
         assert run.returncode == 0, tail(run)
-        assert read_report(identity["dir"] / run_id / "reports", run_id)["passed"] is True
+        assert report["passed"] is True
         # Nothing of either run on the Node: the first was refused before writing, the second writes no verdict.
         annotations = admin.read_node(NODE).metadata.annotations or {}
         written = annotations.get("gpuops.scheduling/gpu-preflight-report", "")
