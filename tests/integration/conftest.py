@@ -58,8 +58,12 @@ class Sim:
                     "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
 
     def _simctl(self, *args: str) -> None:
-        subprocess.run([sys.executable, str(SIM_SRC / "simctl.py"), *args], check=True, cwd=CHECKOUT,
-                       stdout=subprocess.DEVNULL)
+        # What simctl says on failure (a component that exited, the last lines of its log) goes into the error, so
+        # a CI log that keeps only the failures still says why a topology switch failed.
+        result = subprocess.run([sys.executable, str(SIM_SRC / "simctl.py"), *args], cwd=CHECKOUT, check=False,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if result.returncode != 0:
+            raise AssertionError(f"simctl {' '.join(args)} failed ({result.returncode}):\n{result.stdout[-4000:]}")
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:  # noqa: A002
         result = subprocess.run([self.kubectl_path, "--kubeconfig", self.kubeconfig, *args], input=input,
