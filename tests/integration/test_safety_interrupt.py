@@ -186,7 +186,10 @@ class KilledRun:
                 if (self.kind == "banner" and task == self.point) or (self.kind == "banner-prefix" and task.startswith(self.point)):
                     self.kill(line.strip().rstrip("*").strip())
         self.process.wait(timeout=60)
-        return "".join(self.output)
+        # The watcher kills under the lock and notes the moment after the kill: the output ends (SIGKILL) before
+        # it has, so a loaded machine would read "never killed" here without waiting for the lock.
+        with self.lock:
+            return "".join(self.output)
 
 
 def lease_expiry(admin_coordination, node: str):
