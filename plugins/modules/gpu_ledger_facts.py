@@ -90,6 +90,9 @@ options:
         DeviceClasses, and gets each ResourceClaim the node's pods use.
       - On an API server that does not serve resource.k8s.io/v1, RV(ledger.dra_served) is V(false) and the rest of the
         ledger is as without DRA.
+      - When the credentials may not make one of these reads (403), the rest of the ledger is as without DRA too, and
+        RV(ledger.dra_refused) says what was refused; a node that advertises none of O(resource_names) is then refused,
+        since its GPUs may be published through DRA.
     type: bool
     default: true
 extends_documentation_fragment:
@@ -396,10 +399,18 @@ ledger:
       elements: str
       sample: ["gpu.nvidia.com", "mig.nvidia.com"]
     dra_served:
-      description: Whether the API server serves resource.k8s.io/v1.
+      description:
+        - Whether the API server serves resource.k8s.io/v1; null when the credentials may not read it (RV(ledger.dra_refused)).
       returned: when O(dra) is set
       type: bool
       sample: true
+    dra_refused:
+      description:
+        - Null when the DRA objects were read; otherwise the DRA reads the credentials may not make (each API answer,
+          naming the user and the resource), and the permissions to grant.
+      returned: when O(dra) is set
+      type: str
+      sample: null
     operator:
       description: The GPU Operator pods of O(operator_namespace).
       returned: when O(operator_namespace) is set

@@ -155,6 +155,69 @@ def test_an_identity_without_the_node_rules_is_refused_naming_them_and_passes_wi
         sim.kubectl("-n", NAMESPACE, "delete", "rolebinding,serviceaccount", account, "--ignore-not-found")
 
 
+# What the pre-flight needed before it read DRA (resource.k8s.io): an identity bound then, and never re-bound.
+RULES_BEFORE_DRA = {
+    "namespace": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "get", "list", "watch"]},
+                  {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+                  {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+                  {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "delete", "get", "update"]}],
+    "cluster": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]}],
+}
+
+
+def test_an_identity_made_before_the_dra_reads_walks_a_device_plugin_node_and_is_refused_a_walk_through_dra(sim, identity):
+    """The ledger reads DRA by default; an identity without those reads (403 on ResourceSlices) still walks the device
+    plugin's node, told that DRA was not readable, and a walk through DRA is refused naming the missing permission."""
+    admin = core_api(sim.kubeconfig)
+    before = ledger(admin)
+    account = "gpuops-preflight-before-dra"
+    subject = {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
+    objects = [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": NAMESPACE}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": account, "namespace": NAMESPACE},
+         "rules": RULES_BEFORE_DRA["namespace"]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": account, "namespace": NAMESPACE},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account}, "subjects": [subject]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": account},
+         "rules": RULES_BEFORE_DRA["cluster"]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": account},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account}, "subjects": [subject]},
+    ]
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    sim.kubectl("apply", "-f", "-", input=listed)
+    try:
+        token = sim.kubectl("-n", NAMESPACE, "create", "token", account, "--duration", "10m").stdout.strip()
+        kubeconfig = str(token_kubeconfig(sim, token, identity["dir"] / "before-dra.kubeconfig"))
+        # The verdict's Node writes are not part of this identity either (another test covers them).
+        run_id, run, report = run_as(sim, identity["dir"], kubeconfig, {"gpu_demo_verdict": False}, prefix="rbac-old")
+        assert run.returncode == 0, tail(run)
+        assert report["passed"] is True and report["failed_checks"] == [], report["failed_checks"]
+        assert report["before"]["allocation"] == "device_plugin" and report["before"]["allocatable"] == 1
+        refused = report["before"]["dra_refused"]
+        assert refused.startswith("DRA not readable with these credentials: forbidden (403) to list resourceslices"), refused
+        assert f'User "system:serviceaccount:{NAMESPACE}:{account}" cannot list resource "resourceslices"' in refused
+        assert "playbooks/preflight_rbac.yml grants them" in refused
+        found, = [check for check in report["checks"] if check["id"] == "node_found"]
+        assert found["detail"].startswith(f"node {NODE} advertises nvidia.com/gpu (walked through the device plugin; DRA not")
+        markdown = (identity["dir"] / run_id / "reports" / f"gpu-demo-{NODE}-{run_id}.md").read_text()
+        assert "DRA not readable with these credentials" in markdown
+        assert demo_pods(admin) == [] and ledger(admin) == before
+        # Told to walk through DRA, the same identity is refused before anything is created.
+        _run_id, run, report = run_as(sim, identity["dir"], kubeconfig, {"gpu_demo_verdict": False, "gpu_demo_allocation": "dra"},
+                                      prefix="rbac-old-dra")
+        assert run.returncode != 0
+        assert report["failed_checks"] == ["node_found"], report["failed_checks"]
+        message = report["failure"]["message"]
+        assert message.startswith(f"Refusing node {NODE}: node {NODE} cannot be walked through DRA: DRA not readable with these "
+                                  "credentials: forbidden (403) to list resourceslices"), message
+        assert "playbooks/preflight_rbac.yml grants them" in message
+        assert demo_pods(admin) == [] and report["hold"] == {} and ledger(admin) == before
+    finally:
+        sim.kubectl("delete", "-f", "-", "--ignore-not-found", input=listed)
+
+
 def _create_deployment(api):
     body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gpuops-it-deploy"},
             "spec": {"selector": {"matchLabels": {"app": "x"}}, "template": {"metadata": {"labels": {"app": "x"}},

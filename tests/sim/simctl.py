@@ -10,6 +10,8 @@
                                         plugin-prod102-nvidia.com-gpu, kubelet-prod102)
   simctl.py fault NODE JSON             make a node's device plugin misbehave (tests/sim/node/plugin.go
                                         pluginFaults: {"unhealthy": [ids]}, {"wrong_id": "first"}; {} heals)
+  simctl.py apiserver-flags [--add=FLAG ...]  restart kube-apiserver with extra flags (e.g.
+                                        --add=--runtime-config=resource.k8s.io/v1=false); none: its own only
   simctl.py env                         print .sim/env.json (kubeconfig, URLs) for scripts
 
 GPUOPS_SIM_DIR / GPUOPS_SIM_PORT_OFFSET run a second, independent cluster beside the default one.
@@ -463,6 +465,23 @@ def start_component(sim: cluster.SimDir, component: str) -> None:
     cluster.start_process(sim, component, argv["argv"], argv["env"], marker=argv.get("marker"))
 
 
+def apiserver_flags(sim: cluster.SimDir, flags: list) -> None:
+    """Restart kube-apiserver as `up` starts it plus ``flags`` (none: as `up` started it), for tests of an API server
+    configured otherwise (``--runtime-config=resource.k8s.io/v1=false``: no Dynamic Resource Allocation API)."""
+    bad = [flag for flag in flags if not flag.startswith("--")]
+    if bad:
+        raise SystemExit(f"[sim] kube-apiserver flags must start with --: {', '.join(bad)}")
+    saved = sim.pids / "kube-apiserver.argv.json"
+    if not saved.exists():
+        raise SystemExit("[sim] kube-apiserver was not started by this sim: `make sim-up` first")
+    started = json.loads(saved.read_text())
+    argv = cluster.apiserver_argv(sim, Path(started["argv"][0]).parent) + list(flags)
+    stop_component(sim, "kube-apiserver")
+    cluster.start_process(sim, "kube-apiserver", argv, started["env"], marker=started.get("marker"))
+    check_alive(sim, ("kube-apiserver",), lambda: cluster.api_ready(sim), 60, "kube-apiserver /readyz")
+    say(f"kube-apiserver restarted with {' '.join(flags) if flags else 'its own flags only'}")
+
+
 def set_fault(sim: cluster.SimDir, node: str, faults: str) -> None:
     """Write a node's device-plugin faults file (the plugin re-reads it at once)."""
     path = sim.run / "nodes" / node / "faults.json"
@@ -497,6 +516,9 @@ def main(argv: list) -> int:
     restart_parser.add_argument("--pause", type=float, default=0.0)
     sub.add_parser("stop").add_argument("component")
     sub.add_parser("start").add_argument("component")
+    flags_parser = sub.add_parser("apiserver-flags", help="restart kube-apiserver with extra flags (none: its own only)")
+    flags_parser.add_argument("--add", action="append", default=[], metavar="FLAG",
+                              help="a flag to add, e.g. --add=--runtime-config=resource.k8s.io/v1=false")
     fault_parser = sub.add_parser("fault")
     fault_parser.add_argument("node")
     fault_parser.add_argument("faults", help='JSON, e.g. {"unhealthy": ["GPU-..."]} or {"wrong_id": "first"}; {} heals')
@@ -518,6 +540,8 @@ def main(argv: list) -> int:
         stop_component(sim, args.component)
     elif args.command == "start":
         start_component(sim, args.component)
+    elif args.command == "apiserver-flags":
+        apiserver_flags(sim, args.add)
     elif args.command == "fault":
         set_fault(sim, args.node, args.faults)
     elif args.command == "vllm":

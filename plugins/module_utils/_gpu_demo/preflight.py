@@ -162,6 +162,9 @@ def judge_node(ledger_result, vllm_result, settings):
         "allocation": "dra" if dra else "device_plugin",
         "node_allocation": node.get("allocation"),
         "dra": resource.get("dra") if dra else None,
+        # The DRA reads these credentials may not make (gpu_ledger_facts' dra_refused): the walk is the device plugin's.
+        "dra_refused": ledger.get("dra_refused"),
+        "dra_served": ledger.get("dra_served"),
     }
     plan = {"units": free_for_demo, "replicas": replicas, "mode": settings["hold_mode"]}
 
@@ -172,7 +175,12 @@ def judge_node(ledger_result, vllm_result, settings):
                     else not_advertised_detail(node_name, resource_name, labels, operator_namespace))
     if dra and found:
         found_detail = _dra_found_detail(node_name, resource_name, resource, ledger, node)
-        advertised = advertised and ledger.get("dra_served") is not False
+        advertised = advertised and ledger.get("dra_served") is not False and not ledger.get("dra_refused")
+    elif advertised and ledger.get("dra_refused"):
+        found_detail += " (walked through the device plugin; {0})".format(ledger["dra_refused"])
+    elif advertised and ledger.get("dra_served") is False:
+        found_detail += (" (walked through the device plugin; the API server does not serve resource.k8s.io/v1, so no GPU "
+                         "is allocated through Dynamic Resource Allocation here)")
     checks = [
         {"id": "node_name_valid", "phase": "preflight", "passed": name_valid,
          "detail": "node name '{0}' {1} a valid node name that fits in a label value (at most 63 characters: a-z, 0-9, "
@@ -236,7 +244,10 @@ def judge_node(ledger_result, vllm_result, settings):
 
 
 def _dra_found_detail(node_name, device_class, entry, ledger, node):
-    """Why a node can or cannot be walked through DRA with ``device_class``: the API, the class, the node's devices."""
+    """Why a node can or cannot be walked through DRA with ``device_class``: the credentials, the API, the class, the
+    node's devices."""
+    if ledger.get("dra_refused"):
+        return "node {0} cannot be walked through DRA: {1}".format(node_name, ledger["dra_refused"])
     if ledger.get("dra_served") is False:
         return ("the API server does not serve resource.k8s.io/v1 (Dynamic Resource Allocation): node {0} cannot be walked "
                 "through DRA".format(node_name))

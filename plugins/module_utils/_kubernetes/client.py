@@ -68,7 +68,14 @@ DEFAULT_PAGE_SIZE = None
 
 
 class K8sApiError(Exception):
-    """A Kubernetes client or API failure, already phrased for the person running the play."""
+    """A Kubernetes client or API failure, already phrased for the person running the play.
+
+    ``status``: the API's HTTP status when it answered (403 when the credentials may not do it), else None.
+    """
+
+    def __init__(self, message, status=None):
+        super(K8sApiError, self).__init__(message)
+        self.status = status
 
 
 def module_argument_spec(extra=None):
@@ -263,7 +270,8 @@ def explain_api_errors(action, host=None, kubeconfig=None):
         message = api_error_message(error, action, host, kubeconfig)
         if message is None:
             raise
-        raise K8sApiError(message) from error
+        status = error.status if isinstance(error, ApiException) else None
+        raise K8sApiError(message, status=status) from error
 
 
 def api_error_message(error, action, host=None, kubeconfig=None):

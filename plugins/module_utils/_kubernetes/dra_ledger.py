@@ -157,12 +157,14 @@ def build_node_dra(node, slices, claims, device_classes):
 
     Per driver: its pools, every device (name, pool, uuid, product, type, memory in bytes, the classes it belongs
     to, and when allocated the claim, the request and the pods holding it), and the counts total / allocated / free,
-    also per DeviceClass. ``claims`` may hold claims of other nodes: only results naming this node's devices count.
+    also per DeviceClass (with the extended resource the class serves, its ``extendedResourceName``, or None). ``claims`` may hold claims of other nodes: only results naming this node's devices count.
     """
     mine = _newest_slices(node_slices(slices, node))
     if not mine:
         return None
     compiled = [compile_class(item) for item in device_classes]
+    # A class with extendedResourceName serves plain requests of that resource (nvidia.com/gpu) through DRA.
+    extended = dict((_metadata(item).get("name"), _spec(item).get("extendedResourceName")) for item in device_classes)
     allocated = allocations(claims)
     drivers = {}
     for item in mine:
@@ -201,7 +203,8 @@ def build_node_dra(node, slices, claims, device_classes):
         for name, selectors in compiled:
             in_class = [record for record in entry["devices"] if name in record["classes"]]
             if selectors is None or in_class:
-                entry["classes"][name] = dict(_counts(in_class), evaluated=selectors is not None)
+                entry["classes"][name] = dict(_counts(in_class), evaluated=selectors is not None,
+                                              extended_resource_name=extended.get(name))
     return {"drivers": drivers}
 
 

@@ -515,38 +515,68 @@ def _node_names(node):
     return sorted(set(names))
 
 
-def _checked_node(reader, name, node_object, patterns, dra_nodes=None):
+def _checked_node(reader, name, node_object, patterns, dra_nodes=None, dra_refused=None):
     """The node, or why it cannot be read: absent, or advertising none of ``patterns`` and (``dra_nodes``: the nodes
-    ResourceSlices name, None when DRA is not read) having no DRA devices either."""
+    ResourceSlices name, None when DRA is not read) having no DRA devices either. ``dra_refused``: why the DRA objects
+    could not be read with these credentials, when they could not (the node may then be a DRA node)."""
     if node_object is None:
         raise LedgerError("node '{0}' not found on {1}".format(name, reader.host))
     if not advertised_resources(node_object, patterns) and name not in (dra_nodes or ()):
         message = missing_resources_message(node_object, patterns)
-        if dra_nodes is not None:
+        if dra_refused:
+            message += "; its GPUs may be published through DRA, but {0}".format(dra_refused)
+        elif dra_nodes is not None:
             message += "; no ResourceSlice publishes devices on it either"
         raise LedgerError(message)
     return node_object
 
 
-def _read_dra_node(reader, name, pods):
+# The API's answer when the credentials may not make a request. An identity made before the DRA reads were granted
+# (playbooks/preflight_rbac.yml grants them) still gets the device-plugin ledger, and is told what it may not read.
+FORBIDDEN = 403
+DRA_READS_HINT = ("grant list on resourceslices and deviceclasses and get and list on resourceclaims (resource.k8s.io; "
+                  "playbooks/preflight_rbac.yml grants them), or read without DRA (dra: false)")
+
+
+def dra_refused_message(refused):
+    """One sentence for the DRA reads the credentials may not make (``refused``: their errors), None when none."""
+    if not refused:
+        return None
+    return "DRA not readable with these credentials: {0} ({1})".format("; ".join(sorted(set(refused))), DRA_READS_HINT)
+
+
+def _dra_read(refused, read, *args, **kwargs):
+    """One DRA read; a refusal (403) is noted in ``refused`` and read as nothing, any other failure raised."""
+    try:
+        return read(*args, **kwargs)
+    except Exception as error:  # the reader's K8sApiError: its status says whether the credentials were refused
+        if getattr(error, "status", None) != FORBIDDEN:
+            raise
+        refused.append(str(error))
+        return None
+
+
+def _read_dra_node(reader, name, pods, refused):
     """A node read's DRA objects: the node's slices, the claims its pods use (one get each), the DeviceClasses.
-    None when the API server does not serve resource.k8s.io/v1."""
-    slices = reader.list_resource_slices(field_selector="spec.nodeName={0}".format(name))
+    None when the API server does not serve resource.k8s.io/v1, or the credentials may not read the slices."""
+    slices = _dra_read(refused, reader.list_resource_slices, field_selector="spec.nodeName={0}".format(name))
     if slices is None:
         return None
     claims = []
     for namespace, claim_name in sorted(set(ref for pod in pods for ref in dra_ledger.pod_claim_refs(pod))):
-        claim = reader.get_resource_claim(namespace, claim_name)
+        claim = _dra_read(refused, reader.get_resource_claim, namespace, claim_name)
         if claim is not None:
             claims.append(claim)
     return {"slices": slices, "claims": claims}
 
 
-def _read_dra_fleet(reader):
-    slices = reader.list_resource_slices()
-    if slices is None:
+def _read_dra_fleet(reader, refused):
+    slices = _dra_read(refused, reader.list_resource_slices)
+    if slices is None and not refused:
         return None
-    return {"slices": slices, "claims": reader.list_resource_claims() or [], "classes": reader.list_device_classes() or []}
+    claims = _dra_read(refused, reader.list_resource_claims) or []
+    classes = _dra_read(refused, reader.list_device_classes) or []
+    return None if refused else {"slices": slices, "claims": claims, "classes": classes}
 
 
 def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_namespace=None, strategy="auto", dra=False):
@@ -570,13 +600,15 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
 
     operator_pods = None
     dra_objects = None
+    # The DRA reads the credentials may not make (their errors): then no DRA ledger, the device plugin's still.
+    refused = []
     if chosen == STRATEGY_NODE:
         def read_one(name):
             node_object = reader.get_node(name, fields=NODE_FIELDS)
+            if node_object is None:
+                _checked_node(reader, name, node_object, patterns)
             pods = reader.list_pods(field_selector=node_pods_field_selector(name), fields=POD_FIELDS, keep=keep)
-            node_dra = _read_dra_node(reader, name, pods) if dra and node_object is not None else None
-            node_object = _checked_node(reader, name, node_object, patterns,
-                                        dra_ledger.dra_node_names(node_dra["slices"]) if node_dra else None)
+            node_dra = _read_dra_node(reader, name, pods, refused) if dra else None
             operator = None
             if operator_namespace:
                 operator = reader.list_pods(namespace=operator_namespace, field_selector="spec.nodeName={0}".format(name),
@@ -586,12 +618,16 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
         with ThreadPoolExecutor(max_workers=min(8, len(names) + 2)) as pool:
             unscheduled = pool.submit(reader.list_pods, field_selector=UNSCHEDULED_FIELD_SELECTOR, fields=POD_FIELDS,
                                       keep=keep)
-            classes = pool.submit(reader.list_device_classes) if dra else None
+            classes = pool.submit(_dra_read, refused, reader.list_device_classes) if dra else None
             per_node = list(pool.map(read_one, names))
             pods = unscheduled.result()
             classes = classes.result() if classes else None
-        nodes = [entry[0] for entry in per_node]
-        if dra and classes is not None:
+        # Checked once every read is in: a refused read of any of them means no DRA ledger for any node.
+        nodes = [_checked_node(reader, name, entry[0], patterns,
+                               dra_ledger.dra_node_names(entry[3]["slices"]) if entry[3] and not refused else None,
+                               dra_refused_message(refused))
+                 for name, entry in zip(names, per_node)]
+        if dra and classes is not None and not refused:
             dra_objects = {"slices": [item for entry in per_node if entry[3] for item in entry[3]["slices"]],
                            "claims": [item for entry in per_node if entry[3] for item in entry[3]["claims"]],
                            "classes": classes}
@@ -611,17 +647,20 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
             pods = reader.list_pods(field_selector=NON_TERMINATED_FIELD_SELECTOR, fields=POD_FIELDS, keep=keep,
                                     page_size=FLEET_PAGE_SIZE)
             nodes = listed_nodes.result()
-        dra_objects = _read_dra_fleet(reader) if dra else None
+        dra_objects = _read_dra_fleet(reader, refused) if dra else None
         if names:
             by_name = dict((node_name(item), item) for item in nodes if item is not None)
             dra_nodes = dra_ledger.dra_node_names(dra_objects["slices"]) if dra_objects else None
-            nodes = [_checked_node(reader, name, by_name.get(name), patterns, dra_nodes) for name in names]
+            nodes = [_checked_node(reader, name, by_name.get(name), patterns, dra_nodes, dra_refused_message(refused))
+                     for name in names]
         if operator_namespace:
             operator_pods = reader.list_pods(namespace=operator_namespace, fields=OPERATOR_POD_FIELDS)
     operator = summarize_operator_pods(operator_namespace, operator_pods) if operator_namespace else None
     ledger = build_ledger(nodes, pods, patterns, operator, dra_objects)
     if dra:
-        ledger["dra_served"] = dra_objects is not None
+        # Whether the API serves resource.k8s.io/v1 is unknown when the credentials may not read it (403 comes first).
+        ledger["dra_served"] = None if refused else dra_objects is not None
+        ledger["dra_refused"] = dra_refused_message(refused)
     if names:
         # A node read lists only the nodes asked for; build_ledger leaves out a node without GPUs, which
         # _checked_node already refused.

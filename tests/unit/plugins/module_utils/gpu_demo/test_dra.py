@@ -90,6 +90,48 @@ class TestPreflight:
         assert found["node_found"]["passed"] is False
         assert "does not serve resource.k8s.io/v1" in found["node_found"]["detail"]
 
+    REFUSED = ('DRA not readable with these credentials: forbidden (403) to list resourceslices on the Kubernetes API at '
+               'https://127.0.0.1:16443: User "system:serviceaccount:gpu-operator:old" cannot list resource "resourceslices" '
+               'in API group "resource.k8s.io" at the cluster scope (' + ledger_utils.DRA_READS_HINT + ')')
+
+    def refused_ledger(self):
+        """What gpu_ledger_facts reads on a device-plugin node with credentials made before the DRA reads."""
+        node = copy.deepcopy(NODES[0])
+        for key in ("capacity", "allocatable"):
+            node["status"][key]["nvidia.com/gpu"] = "1"
+        built = ledger_utils.build_ledger([node], [])
+        built.update(dra_served=None, dra_refused=self.REFUSED)
+        return {"ledger": built}
+
+    def test_credentials_without_the_dra_reads_still_walk_a_device_plugin_node_saying_so(self):
+        settings = dict(SETTINGS, resource="nvidia.com/gpu", allocation="device_plugin")
+        judged = judge_node(self.refused_ledger(), {}, settings)
+        found = checks(judged["checks"])
+        assert all(check["passed"] for check in judged["checks"]), judged["checks"]
+        assert found["node_found"]["detail"] == ("node prod102 advertises nvidia.com/gpu (walked through the device plugin; "
+                                                 + self.REFUSED + ")")
+        assert judged["before"]["dra_refused"] == self.REFUSED and judged["plan"]["units"] == 1
+
+    def test_a_walk_through_dra_without_the_dra_reads_is_refused_naming_them(self):
+        settings = dict(SETTINGS, allocation_wanted="dra")
+        found = checks(judge_node(self.refused_ledger(), {}, settings)["checks"])
+        assert found["node_found"]["passed"] is False
+        assert found["node_found"]["detail"] == "node prod102 cannot be walked through DRA: " + self.REFUSED
+        assert "playbooks/preflight_rbac.yml grants them" in found["node_found"]["detail"]
+
+    def test_a_device_plugin_node_on_an_api_server_without_resource_v1_is_walked_saying_so(self):
+        built = self.refused_ledger()
+        built["ledger"].update(dra_served=False, dra_refused=None)
+        judged = judge_node(built, {}, dict(SETTINGS, resource="nvidia.com/gpu", allocation="device_plugin"))
+        found = checks(judged["checks"])
+        assert all(check["passed"] for check in judged["checks"]), judged["checks"]
+        assert found["node_found"]["detail"].startswith(
+            "node prod102 advertises nvidia.com/gpu (walked through the device plugin; the API server does not serve "
+            "resource.k8s.io/v1")
+        assert judged["before"]["dra_served"] is False
+        refused = checks(judge_node(built, {}, dict(SETTINGS, allocation_wanted="dra"))["checks"])["node_found"]
+        assert refused["passed"] is False and "does not serve resource.k8s.io/v1" in refused["detail"]
+
     def test_an_unknown_allocation_is_refused(self):
         found = checks(judge_node(ledger(), {}, dict(SETTINGS, allocation_wanted="plugin"))["checks"])
         assert found["allocation_valid"]["passed"] is False and "'plugin'" in found["allocation_valid"]["detail"]

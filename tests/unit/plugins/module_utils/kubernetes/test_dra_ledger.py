@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import dra_ledger, ledger
-from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import select_fields
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import K8sApiError, select_fields
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "dra"
 
@@ -54,7 +54,8 @@ class TestNodeDevices:
     def test_device_classes_counted_by_the_charts_selectors(self):
         classes = dra_ledger.build_node_dra("prod102", SLICES, CLAIMS, CLASSES)["drivers"]["gpu.nvidia.com"]["classes"]
         # mig.nvidia.com and vfio.gpu.nvidia.com select other types: no device of this node is in them.
-        assert classes == {"gpu.nvidia.com": {"total": 1, "allocated": 1, "free": 0, "evaluated": True}}
+        assert classes == {"gpu.nvidia.com": {"total": 1, "allocated": 1, "free": 0, "evaluated": True,
+                                              "extended_resource_name": "nvidia.com/gpu"}}
 
     def test_a_claim_pending_allocation_holds_nothing(self):
         pending_only = [claim for claim in CLAIMS if not (claim.get("status") or {}).get("allocation")]
@@ -109,7 +110,8 @@ class TestSelectors:
         custom = {"metadata": {"name": "big.gpu.example.com"}, "spec": {"selectors": [
             {"cel": {"expression": "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"}}]}}
         classes = dra_ledger.build_node_dra("prod102", SLICES, CLAIMS, CLASSES + [custom])["drivers"]["gpu.nvidia.com"]["classes"]
-        assert classes["big.gpu.example.com"] == {"total": 0, "allocated": 0, "free": 0, "evaluated": False}
+        assert classes["big.gpu.example.com"] == {"total": 0, "allocated": 0, "free": 0, "evaluated": False,
+                                                  "extended_resource_name": None}
 
     def test_mig_class_selects_mig_devices(self):
         item = copy.deepcopy(SLICES[0])
@@ -234,3 +236,97 @@ class DRAReader:
     def get_resource_claim(self, namespace, name):
         self.calls.append(("get_resource_claim", namespace, name))
         return next((item for item in self.claims if (item["metadata"]["namespace"], item["metadata"]["name"]) == (namespace, name)), None)
+
+
+def forbidden(read):
+    """The error CoreV1Reader raises when the credentials may not make ``read`` (as client.explain_api_errors words it)."""
+    return K8sApiError('forbidden (403) to {0} on the Kubernetes API at https://127.0.0.1:16443: resourceslices.resource.k8s.io '
+                       'is forbidden: User "system:serviceaccount:gpu-operator:old" cannot {0}'.format(read), status=403)
+
+
+class RefusingReader(DRAReader):
+    """An identity made before the DRA reads were granted: the reads named in ``refused`` answer 403."""
+
+    def __init__(self, nodes, pods, refused, status=403):
+        super().__init__(nodes, pods, SLICES, CLAIMS, CLASSES)
+        self.refused, self.status = set(refused), status
+
+    def _maybe_refuse(self, read):
+        if read in self.refused:
+            error = forbidden(read)
+            error.status = self.status
+            raise error
+
+    def list_resource_slices(self, field_selector=None):
+        self._maybe_refuse("list resourceslices")
+        return super().list_resource_slices(field_selector)
+
+    def list_resource_claims(self):
+        self._maybe_refuse("list resourceclaims")
+        return super().list_resource_claims()
+
+    def list_device_classes(self):
+        self._maybe_refuse("list deviceclasses")
+        return super().list_device_classes()
+
+    def get_resource_claim(self, namespace, name):
+        self._maybe_refuse("get resourceclaims")
+        return super().get_resource_claim(namespace, name)
+
+
+def device_plugin_node(name="prod103", units="1"):
+    node = copy.deepcopy(NODES[0])
+    node["metadata"]["name"] = name
+    for key in ("capacity", "allocatable"):
+        node["status"].setdefault(key, {})["nvidia.com/gpu"] = units
+    return node
+
+
+class TestDRAReadsRefused:
+    """With DRA read by default, credentials without the resource.k8s.io reads still get the device-plugin ledger."""
+
+    @pytest.mark.parametrize("strategy", ["node", "fleet"])
+    @pytest.mark.parametrize("refused", [["list resourceslices"], ["list deviceclasses"],
+                                         ["list resourceclaims", "list resourceslices", "list deviceclasses"]])
+    def test_a_device_plugin_node_is_still_read_and_told_what_was_refused(self, strategy, refused):
+        reader = RefusingReader(NODES + [device_plugin_node()], PODS, refused)
+        result = ledger.read_ledger(reader, node="prod103", strategy=strategy, dra=True)
+        node = result["nodes"]["prod103"]
+        assert node["resources"]["nvidia.com/gpu"]["allocatable"] == 1
+        assert "dra" not in node and "allocation" not in node
+        assert result["dra_served"] is None
+        message = result["dra_refused"]
+        assert message.startswith("DRA not readable with these credentials: forbidden (403) to list ")
+        assert "playbooks/preflight_rbac.yml grants them" in message
+        # What was refused is named (a node read lists no claims: it gets those its pods use, here none).
+        assert ("list resourceslices" in message) == ("list resourceslices" in refused)
+
+    def test_the_fleet_read_keeps_every_device_plugin_node(self):
+        reader = RefusingReader(NODES + [device_plugin_node()], PODS, ["list resourceclaims"])
+        result = ledger.read_ledger(reader, dra=True)
+        assert result["totals"]["nvidia.com/gpu"]["allocatable"] == 1 and "dra_totals" not in result
+        assert "cannot list resourceclaims" in result["dra_refused"]
+
+    @pytest.mark.parametrize("strategy", ["node", "fleet"])
+    @pytest.mark.parametrize("refused", [["list resourceslices"], ["list deviceclasses"], ["get resourceclaims"]])
+    def test_a_dra_node_is_refused_naming_the_missing_permission(self, strategy, refused):
+        # Fleet reads list claims; a node read gets those of the node's pods one by one.
+        wanted = [{"get resourceclaims": "list resourceclaims"}.get(read, read) for read in refused] if strategy == "fleet" else refused
+        reader = RefusingReader(NODES, PODS, wanted)
+        with pytest.raises(ledger.LedgerError) as raised:
+            ledger.read_ledger(reader, node="prod102", strategy=strategy, dra=True)
+        message = str(raised.value)
+        assert message.startswith("node prod102 advertises none of nvidia.com/gpu; it advertises: ")
+        assert "its GPUs may be published through DRA, but DRA not readable with these credentials: forbidden (403) to " \
+               + wanted[0] in message
+        assert "playbooks/preflight_rbac.yml grants them" in message
+
+    def test_the_same_credentials_with_the_reads_see_the_dra_node(self):
+        result = ledger.read_ledger(RefusingReader(NODES, PODS, []), node="prod102", dra=True)
+        assert result["dra_refused"] is None and result["dra_served"] is True
+        assert result["nodes"]["prod102"]["allocation"] == "dra"
+
+    def test_other_failures_of_the_dra_reads_still_fail_the_read(self):
+        reader = RefusingReader(NODES + [device_plugin_node()], PODS, ["list resourceslices"], status=500)
+        with pytest.raises(K8sApiError, match="list resourceslices"):
+            ledger.read_ledger(reader, node="prod103", dra=True)

@@ -118,3 +118,23 @@ def test_list_with_fields_pages_through_the_selected_fields():
     items = reader_over(api).list_pods(fields={"metadata": {"name": None}})
     assert items == [{"metadata": {"name": "pod-%d-%d" % (p, i)}} for p in range(3) for i in range(3)]
     assert api.asked == [None, "page-1", "page-2"]
+
+
+@pytest.mark.parametrize("status", [403, 404, 500])
+def test_an_api_error_keeps_its_status_so_callers_can_tell_a_refusal(status):
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+    error = ApiException(status=status, reason="Forbidden")
+    error.body = json.dumps({"kind": "Status", "message": "resourceslices.resource.k8s.io is forbidden"})
+    with pytest.raises(_k8s_client.K8sApiError) as raised:
+        with _k8s_client.explain_api_errors("list resourceslices", "https://127.0.0.1:16443"):
+            raise error
+    assert raised.value.status == status
+    assert "resourceslices.resource.k8s.io is forbidden" in str(raised.value)
+
+
+def test_a_transport_failure_has_no_status():
+    import urllib3  # pylint: disable=import-outside-toplevel
+    with pytest.raises(_k8s_client.K8sApiError) as raised:
+        with _k8s_client.explain_api_errors("list nodes", "https://127.0.0.1:16443"):
+            raise urllib3.exceptions.ProtocolError("connection reset")
+    assert raised.value.status is None
