@@ -192,3 +192,51 @@ def test_an_api_server_without_resource_v1_walks_the_device_plugin_and_refuses_a
         sim._simctl("apiserver-flags")
     served = sim.kubectl("api-resources", "--api-group=resource.k8s.io", "-o", "name").stdout
     assert "resourceslices" in served
+
+
+def test_auto_recognises_plain_gpu_requests_served_through_dra_and_walks_them(sim, tmp_path):
+    # No gpu_demo_dra_request: the chart's DeviceClass gpu.nvidia.com serves nvidia.com/gpu (extendedResourceName) and no
+    # device plugin registers it, so the walk asks for plain nvidia.com/gpu, as the node's existing workloads do.
+    sim.use_topology("dra")
+    before = dra_state(sim)
+    node = json.loads(sim.kubectl("get", "node", "prod102", "-o", "json").stdout)
+    assert "nvidia.com/gpu" not in node["status"].get("allocatable", {})
+    run = run_demo(sim, tmp_path)
+    assert run.rc == 0, run.output[-3000:]
+    assert all(check["passed"] for check in run.result["checks"]), run.result["checks"]
+    assert (run.result["before"]["allocation"], run.result["plan"]["dra_request"]) == ("dra", "extended_resource")
+    assert run.check("extended_resource_served")["detail"].startswith("DeviceClass gpu.nvidia.com serves nvidia.com/gpu")
+    hold = run.result["pods"]["hold"][0]
+    assert "resourceClaims" not in hold["spec"]
+    assert hold["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    # Judged on its own evidence: the device came through the claim the scheduler made for the plain request.
+    prepared = run.check("hold_devices_prepared")["detail"]
+    assert "claim gpu-demo-hold-extended-resources-" in prepared and "made by the scheduler for an extended resource" in prepared
+    assert "cannot allocate all claims" in run.check("queue_insufficient")["detail"]
+    assert "the pods request plain `nvidia.com/gpu`" in run.markdown.read_text()
+    assert leftovers(sim) == [] and dra_state(sim) == before
+
+
+def test_without_extended_resource_name_auto_uses_claims_and_plain_requests_are_refused(sim, tmp_path):
+    # The wrong world for the extended-resource path: the class serves no extended resource (a chart rendered for an older
+    # API), so plain nvidia.com/gpu would find no GPU: auto takes claims, and asking for plain requests is refused.
+    sim.use_topology("dra")
+    before = dra_state(sim)
+    sim.kubectl("patch", "deviceclass", "gpu.nvidia.com", "--type=json",
+                "-p", '[{"op": "remove", "path": "/spec/extendedResourceName"}]')
+    try:
+        run = run_demo(sim, tmp_path, gpu_demo_dra_request="extended_resource")
+        assert run.rc != 0
+        served = run.check("extended_resource_served")
+        assert served["passed"] is False and served["detail"].startswith(
+            "DeviceClass gpu.nvidia.com has no extendedResourceName, not nvidia.com/gpu"), served
+        assert run.result["failure"]["task"].startswith("Preflight | Refuse") and not run.result["hold"].get("pods")
+        assert leftovers(sim) == []
+        run = run_demo(sim, tmp_path)
+        assert run.rc == 0, run.output[-3000:]
+        assert run.result["plan"]["dra_request"] == "claim"
+        assert run.result["pods"]["hold"][0]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == "gpu-demo-hold"
+        assert "claim gpu-demo-hold-gpu-" in run.check("hold_devices_prepared")["detail"]
+    finally:
+        sim.kubectl("patch", "deviceclass", "gpu.nvidia.com", "--type=merge", "-p", '{"spec": {"extendedResourceName": "nvidia.com/gpu"}}')
+    assert leftovers(sim) == [] and dra_state(sim) == before

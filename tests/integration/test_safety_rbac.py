@@ -87,13 +87,17 @@ def test_full_playbook_passes_with_only_the_service_account_token(sim, identity)
     assert (condition.status, condition.reason) == ("True", "PreflightPassed") and run_id in condition.message
 
 
-def test_the_walk_through_dra_passes_with_only_the_service_account_token(sim, identity):
-    # The same token on a node whose GPU only DRA publishes: claim templates, claims, slices and classes are enough.
+@pytest.mark.parametrize("dra_request", ["auto", "claim"])
+def test_the_walk_through_dra_passes_with_only_the_service_account_token(sim, identity, dra_request):
+    # The same token on a node whose GPU only DRA publishes: claim templates, claims, slices and classes are enough, for
+    # plain nvidia.com/gpu requests (auto: the class serves them) and for the run's own claims alike.
     sim.use_topology("dra")
     try:
-        _run_id, run, report = run_as(sim, identity["dir"], identity["kubeconfig"], prefix="rbac-dra")
+        _run_id, run, report = run_as(sim, identity["dir"], identity["kubeconfig"], {"gpu_demo_dra_request": dra_request},
+                                      prefix="rbac-dra")
         assert run.returncode == 0, tail(run)
         assert report["passed"] is True and report["before"]["allocation"] == "dra", report["failed_checks"]
+        assert report["plan"]["dra_request"] == {"auto": "extended_resource"}.get(dra_request, dra_request)
         assert sim.kubectl("get", "resourceclaims,resourceclaimtemplates", "-n", NAMESPACE, "-o", "name").stdout == ""
     finally:
         sim.use_topology("default")

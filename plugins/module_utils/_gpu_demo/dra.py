@@ -20,17 +20,23 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 ALLOCATIONS = ("auto", "device_plugin", "dra")
+# How the demo pods ask for a device through DRA: their own claims (of the run's templates), or plain extended resource
+# requests the scheduler serves through a DeviceClass with extendedResourceName; auto: the latter where a class does.
+DRA_REQUESTS = ("auto", "claim", "extended_resource")
 
 
 def class_entry(node_entry, device_class):
     """The ledger entry of ``device_class`` on a node (gpu_ledger_facts' ``nodes.<node>``) in the shape of a device
     plugin resource, or {} when no driver of the node has devices in that class."""
     drivers = ((node_entry or {}).get("dra") or {}).get("drivers") or {}
-    devices, pools, names = [], [], []
+    devices, pools, names, extended = [], [], [], []
     for driver, entry in sorted(drivers.items()):
         if device_class not in (entry.get("classes") or {}):
             continue
         names.append(driver)
+        served = entry["classes"][device_class].get("extended_resource_name")
+        if served and served not in extended:
+            extended.append(served)
         pools.extend(pool for pool in entry.get("pools") or [] if pool not in pools)
         devices.extend(dict(device, driver=driver) for device in entry.get("devices") or []
                        if device_class in (device.get("classes") or []))
@@ -52,8 +58,37 @@ def class_entry(node_entry, device_class):
         "capacity": len(devices), "allocatable": len(devices), "requested": allocated, "limits": allocated,
         "free": len(devices) - allocated,
         "holders": sorted(holders.values(), key=lambda holder: (holder["namespace"] or "", holder["name"] or "")),
-        "dra": {"device_class": device_class, "drivers": names, "pools": pools, "devices": devices},
+        "dra": {"device_class": device_class, "drivers": names, "pools": pools, "devices": devices,
+                "extended_resource_name": extended[0] if extended else None},
     }
+
+
+def choose_dra_request(wanted, entry, resource):
+    """How the demo pods ask for their devices (``wanted``: gpu_demo_dra_request): as told, or (auto) with plain
+    ``resource`` requests where the node's devices of the class serve that extended resource - the path a workload
+    written for a device plugin takes on this node - and with claims of their own otherwise."""
+    if wanted in ("claim", "extended_resource"):
+        return wanted
+    served = ((entry or {}).get("dra") or {}).get("extended_resource_name")
+    return "extended_resource" if served and served == resource else "claim"
+
+
+def extended_resource_check(entry, device_class, resource, wanted):
+    """The check of the extended-resource path: the DeviceClass must serve ``resource`` (extendedResourceName), or the
+    scheduler would answer the demo pods' plain requests with Insufficient, as if the node had no GPU."""
+    served = ((entry or {}).get("dra") or {}).get("extended_resource_name")
+    how = "chosen because the class serves it" if wanted == "auto" else "gpu_demo_dra_request=extended_resource"
+    if served == resource:
+        detail = ("DeviceClass {0} serves {1} (extendedResourceName): the demo pods request plain {1}, as a workload written "
+                  "for a device plugin does, and the scheduler allocates the devices through claims it makes ({2})").format(
+            device_class, resource, how)
+    else:
+        detail = ("DeviceClass {0} {1}, not {2}: the scheduler cannot serve plain {2} requests through DRA here. Set "
+                  "gpu_demo_dra_request=claim, or gpu_demo_device_class to the class whose extendedResourceName is {2} "
+                  "(kubectl get deviceclasses -o yaml)").format(
+            device_class, "serves {0} (extendedResourceName)".format(served) if served else "has no extendedResourceName",
+            resource)
+    return {"id": "extended_resource_served", "phase": "preflight", "passed": served == resource, "detail": detail}
 
 
 def node_allocation(node_entry, resource):

@@ -21,7 +21,8 @@ __metaclass__ = type
 import json
 import re
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import ALLOCATIONS
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import (
+    ALLOCATIONS, choose_dra_request, extended_resource_check)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
     joined, k8s_objects, pod_ids, reason, resource_entry, unique)
 
@@ -116,7 +117,8 @@ def judge_node(ledger_result, vllm_result, settings):
     ledger_result: gpu_ledger_facts' registered result (C(ledger) absent when it failed, then C(msg)).
     vllm_result: vllm_health's registered result, or {} when no URL is checked.
     settings: node, resource, namespace, pod_names (hold, queue, probe), hold_mode, hold_seconds, timeout,
-    allow_busy_node, vllm_url, vllm_require_healthy.
+    allow_busy_node, vllm_url, vllm_require_healthy; through DRA also allocation ("dra"; ``resource`` is then the
+    DeviceClass), allocation_wanted, dra_request (gpu_demo_dra_request) and extended_resource (gpu_demo_resource).
     """
     node_name, resource_name = settings["node"], settings["resource"]
     vllm = vllm_result or {}
@@ -166,7 +168,12 @@ def judge_node(ledger_result, vllm_result, settings):
         "dra_refused": ledger.get("dra_refused"),
         "dra_served": ledger.get("dra_served"),
     }
+    # Through DRA: the pods' own claims, or plain requests of the extended resource the class serves (dra_request).
+    dra_request = choose_dra_request(settings.get("dra_request", "claim"), resource,
+                                     settings.get("extended_resource") or "nvidia.com/gpu") if dra else None
     plan = {"units": free_for_demo, "replicas": replicas, "mode": settings["hold_mode"]}
+    if dra:
+        plan["dra_request"] = dra_request
 
     name_valid = bool(NODE_NAME.match(node_name))
     advertised = found and bool(resource)
@@ -234,6 +241,9 @@ def judge_node(ledger_result, vllm_result, settings):
              "detail": allocatable_text},
             {"id": "node_not_busy", "phase": "preflight", "passed": held_by_others == 0 or allow_busy, "detail": busy},
         ]
+        if dra_request == "extended_resource":
+            checks.append(extended_resource_check(resource, resource_name, settings.get("extended_resource") or "nvidia.com/gpu",
+                                                  settings.get("dra_request", "claim")))
     if allow_busy:
         checks.append({"id": "free_units", "phase": "preflight", "passed": free_for_demo > 0,
                        "detail": "{0} free unit(s) of {1} to hold{2}".format(

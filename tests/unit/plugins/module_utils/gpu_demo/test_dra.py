@@ -137,6 +137,57 @@ class TestPreflight:
         assert found["allocation_valid"]["passed"] is False and "'plugin'" in found["allocation_valid"]["detail"]
 
 
+def without_extended_resource(classes=CLASSES):
+    """The chart's classes as rendered without extendedResourceName (an older chart, or a v1beta API)."""
+    changed = copy.deepcopy(classes)
+    for item in changed:
+        item["spec"].pop("extendedResourceName", None)
+    return changed
+
+
+class TestExtendedResourcePath:
+    FREE = [claim for claim in CLAIMS if claim is not HOLD_CLAIM]
+
+    def judged(self, classes=CLASSES, **settings):
+        return judge_node(ledger(claims=self.FREE, classes=classes), {},
+                          dict(dict(SETTINGS, extended_resource="nvidia.com/gpu"), **settings))
+
+    def test_auto_walks_with_plain_requests_where_the_class_serves_the_resource(self):
+        judged = self.judged(dra_request="auto")
+        assert judged["plan"]["dra_request"] == "extended_resource"
+        found = checks(judged["checks"])
+        assert all(check["passed"] for check in judged["checks"]), judged["checks"]
+        assert found["extended_resource_served"]["detail"].startswith(
+            "DeviceClass gpu.nvidia.com serves nvidia.com/gpu (extendedResourceName): the demo pods request plain "
+            "nvidia.com/gpu")
+        assert judged["before"]["dra"]["extended_resource_name"] == "nvidia.com/gpu"
+
+    def test_auto_walks_with_claims_where_no_class_serves_it(self):
+        judged = self.judged(classes=without_extended_resource(), dra_request="auto")
+        assert judged["plan"]["dra_request"] == "claim"
+        assert "extended_resource_served" not in checks(judged["checks"])
+        assert all(check["passed"] for check in judged["checks"]), judged["checks"]
+
+    def test_auto_walks_with_claims_when_the_class_serves_another_resource(self):
+        judged = self.judged(dra_request="auto", extended_resource="nvidia.com/gpu.shared")
+        assert judged["plan"]["dra_request"] == "claim"
+
+    def test_plain_requests_asked_for_where_no_class_serves_them_are_refused(self):
+        judged = self.judged(classes=without_extended_resource(), dra_request="extended_resource")
+        served = checks(judged["checks"])["extended_resource_served"]
+        assert served["passed"] is False and served["phase"] == "preflight"
+        assert served["detail"].startswith("DeviceClass gpu.nvidia.com has no extendedResourceName, not nvidia.com/gpu: the "
+                                           "scheduler cannot serve plain nvidia.com/gpu requests through DRA here")
+        assert "gpu_demo_dra_request=claim" in served["detail"]
+
+    def test_claims_asked_for_are_claims(self):
+        assert self.judged(dra_request="claim")["plan"]["dra_request"] == "claim"
+
+    def test_the_device_plugin_walk_has_no_dra_request(self):
+        plugin = dict(SETTINGS, resource="nvidia.com/gpu", allocation="device_plugin", dra_request="auto")
+        assert "dra_request" not in judge_node(TestPreflight().refused_ledger(), {}, plugin)["plan"]
+
+
 def hold_wait(log_uuid, claims=CLAIMS):
     pod = {"name": "hold-0", "node_name": "prod102", "phase": "Running", "preemption_policy": "Never",
            "log": "GPU 0: NVIDIA H20 (UUID: {0})\nNVIDIA_VISIBLE_DEVICES=void\n".format(log_uuid)}
