@@ -301,11 +301,16 @@ ledger:
           contains:
             drivers:
               description:
-                - Per driver (V(gpu.nvidia.com) for NVIDIA's DRA driver) - C(pools), C(total), C(allocated) and C(free)
-                  devices, C(classes) (per DeviceClass whose selectors match its devices, the same counts and
-                  C(evaluated), V(false) for a class whose CEL selector this module does not evaluate) and C(devices).
+                - Per driver (V(gpu.nvidia.com) for NVIDIA's DRA driver) - C(pools), C(total), C(allocated), C(tainted)
+                  and C(free) devices, C(classes) (per DeviceClass whose selectors match its devices, the same counts and
+                  C(evaluated), V(false) for a class whose CEL selector this module does not evaluate, and
+                  C(extended_resource_name), the extended resource the class serves through its C(extendedResourceName),
+                  such as V(nvidia.com/gpu), or null) and C(devices).
                 - Each device has C(name) (V(gpu-0)), C(pool), C(uuid), C(product), C(type) (V(gpu) or V(mig)), C(memory)
-                  in bytes, C(classes), C(allocated), and when allocated C(claim) (namespace, name, uid,
+                  in bytes, C(classes), C(taints) (the driver's, as V(gpu.nvidia.com/xid=79:NoSchedule)), C(tainted)
+                  (a V(NoSchedule) or V(NoExecute) taint: the scheduler does not allocate it to a claim that does not
+                  tolerate it; such a device is counted in C(tainted), not in C(free)), C(allocated), and when allocated
+                  C(claim) (namespace, name, uid,
                   C(extended_resource) for a claim the scheduler made for a plain extended resource request),
                   C(request) and C(holders) (the pods the claim is reserved for).
               returned: success
@@ -388,10 +393,10 @@ ledger:
           type: str
           sample: null
     dra_totals:
-      description: Per DRA driver, the sums over the reported nodes of total, allocated and free devices.
+      description: Per DRA driver, the sums over the reported nodes of total, allocated, tainted and free devices.
       returned: when O(dra) is set and resource.k8s.io/v1 is served
       type: dict
-      sample: {"gpu.nvidia.com": {"total": 1, "allocated": 1, "free": 0}}
+      sample: {"gpu.nvidia.com": {"total": 1, "allocated": 1, "tainted": 0, "free": 0}}
     device_classes:
       description: The names of the cluster's DeviceClasses.
       returned: when O(dra) is set and resource.k8s.io/v1 is served

@@ -6,6 +6,7 @@ Each test reads the cluster through kubectl on its own and compares with what th
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -109,7 +110,7 @@ def test_the_ledger_equals_what_kubectl_says_on_a_mixed_fleet(sim):
         assert ledger["nodes"]["prod103"]["allocation"] == "device_plugin"
         assert ledger["nodes"]["prod103"]["resources"]["nvidia.com/gpu"]["allocatable"] == 1
         assert (ledger["nodes"]["prod102"]["allocation"], ledger["nodes"]["prod104"]["allocation"]) == ("dra", "dra")
-        assert ledger["dra_totals"]["gpu.nvidia.com"] == {"total": 4, "allocated": 1, "free": 3}
+        assert ledger["dra_totals"]["gpu.nvidia.com"] == {"total": 4, "allocated": 1, "tainted": 0, "free": 3}
         mig = ledger["nodes"]["prod104"]["dra"]["drivers"]["gpu.nvidia.com"]
         assert mig["classes"]["mig.nvidia.com"]["total"] == 2 and {device["type"] for device in mig["devices"]} == {"mig"}
         assert result["api_calls"] == 5
@@ -239,4 +240,60 @@ def test_without_extended_resource_name_auto_uses_claims_and_plain_requests_are_
         assert "claim gpu-demo-hold-gpu-" in run.check("hold_devices_prepared")["detail"]
     finally:
         sim.kubectl("patch", "deviceclass", "gpu.nvidia.com", "--type=merge", "-p", '{"spec": {"extendedResourceName": "nvidia.com/gpu"}}')
+    assert leftovers(sim) == [] and dra_state(sim) == before
+
+
+def published_taints(sim, node: str) -> dict:
+    """{device: ["key=value:Effect", ...]} of the node's ResourceSlices, as kubectl shows them."""
+    taints = {}
+    for item in kubectl_json(sim, "resourceslices", "--field-selector", f"spec.nodeName={node}"):
+        for device in item["spec"].get("devices") or []:
+            taints[device["name"]] = sorted(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in device.get("taints") or [])
+    return taints
+
+
+def taint_devices(sim, node: str, devices: list) -> None:
+    """The driver taints ``devices`` as NVIDIA's taints a GPU with an XID error; waits until the slice shows it."""
+    sim._simctl("fault", node, json.dumps({"dra_taints": {name: {"key": "gpu.nvidia.com/xid", "value": "79"} for name in devices}}))
+    for _ in range(100):
+        if all(published_taints(sim, node).get(name) == ["gpu.nvidia.com/xid=79:NoSchedule"] for name in devices):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the driver did not publish the taints: {published_taints(sim, node)}")
+
+
+def test_a_tainted_device_is_left_out_of_the_walk_and_counted_as_not_allocatable(sim, tmp_path):
+    sim.use_topology("dra-fleet")   # prod102: two H20 served by DRA
+    before = dra_state(sim)
+    taint_devices(sim, "prod102", ["gpu-1"])
+    try:
+        ledger = sim.ansible_module("gpuops.scheduling.gpu_ledger_facts", {"kubeconfig": sim.kubeconfig, "node": "prod102"})
+        gpu = ledger["ledger"]["nodes"]["prod102"]["dra"]["drivers"]["gpu.nvidia.com"]
+        assert (gpu["total"], gpu["tainted"], gpu["free"]) == (2, 1, 1)
+        assert [device["taints"] for device in gpu["devices"]] == [[], ["gpu.nvidia.com/xid=79:NoSchedule"]]
+        run = run_demo(sim, tmp_path)
+        assert run.rc == 0, run.output[-3000:]
+        assert all(check["passed"] for check in run.result["checks"]), run.result["checks"]
+        # The walk holds the one device the scheduler may give; the queue then waits, the tainted GPU unused.
+        assert (run.result["before"]["capacity"], run.result["before"]["allocatable"], run.result["plan"]["units"]) == (2, 1, 1)
+        assert "1 more not allocatable, tainted by the driver: gpu-1 " in run.check("resource_allocatable")["detail"]
+        assert "gpu.nvidia.com/xid=79:NoSchedule" in run.check("resource_allocatable")["detail"]
+        during = run.result["during"]
+        assert (during["allocatable"], during["requested"], during["free"]) == (1, 1, 0)
+        assert "cannot allocate all claims" in run.check("queue_insufficient")["detail"]
+        held = [device for device in during["dra"]["devices"] if device["allocated"]]
+        assert [device["name"] for device in held] == ["gpu-0"]
+        assert "not allocatable (tainted gpu.nvidia.com/xid=79:NoSchedule)" in run.markdown.read_text()
+        assert leftovers(sim) == []
+        # Every GPU tainted: refused before anything is created, the taints named.
+        taint_devices(sim, "prod102", ["gpu-0", "gpu-1"])
+        run = run_demo(sim, tmp_path)
+        assert run.rc != 0
+        refused = run.check("resource_allocatable")
+        assert refused["passed"] is False and refused["detail"].startswith(
+            "0 device(s) of DeviceClass gpu.nvidia.com on prod102 (0 allocated to other claims); 2 more not allocatable, "
+            "tainted by the driver: gpu-0 "), refused
+        assert run.result["failure"]["task"].startswith("Preflight | Refuse") and not run.result["hold"].get("pods")
+    finally:
+        sim._simctl("fault", "prod102", "{}")
     assert leftovers(sim) == [] and dra_state(sim) == before

@@ -4,7 +4,7 @@ The node's runtime puts a wrapper on every container's PATH that calls this with
 Which GPUs it lists is what the container was given, as containerd and the NVIDIA container toolkit give them:
 the GPU device nodes its CDI devices injected (the runtime resolves them against the node's CDI specs and, there
 being no real /dev/nvidiaN here, lists the injected nodes in GPUOPS_SIM_DEVICE_NODES; /dev/nvidiaN is the GPU
-whose minor is N), and the devices the toolkit's hook picks: the entries of /var/run/nvidia-container-devices
+whose minor is N, and a MIG device of it is seen with its two /dev/nvidia-caps/nvidia-cap<N> nodes), and the devices the toolkit's hook picks: the entries of /var/run/nvidia-container-devices
 (the device plugin's volume mounts, which the runtime mounts in the container's own mount namespace), else
 NVIDIA_VISIBLE_DEVICES (UUIDs, MIG UUIDs, indexes `0` / `0:3`, `all`; unset, empty, `void` and `none` give no
 GPU). It never reads the allocation from anywhere else, so a device plugin that names the wrong device shows
@@ -58,10 +58,17 @@ def visible_from_environment(gpus: list, environ, device_list_dir: str = DEVICE_
         if entry not in visible:
             visible.append(entry)
 
-    for node in filter(None, environ.get("GPUOPS_SIM_DEVICE_NODES", "").split(",")):
-        for gpu in gpus:
-            if node == f"/dev/nvidia{gpu.get('minor', gpu['index'])}":
-                add({"gpu": gpu["index"], "mig": None})
+    nodes = set(filter(None, environ.get("GPUOPS_SIM_DEVICE_NODES", "").split(",")))
+    for gpu in gpus:
+        if f"/dev/nvidia{gpu.get('minor', gpu['index'])}" not in nodes:
+            continue
+        add({"gpu": gpu["index"], "mig": None})
+        # A MIG device opens through its GPU instance's and compute instance's capability devices: with both, and its
+        # parent's node, the container sees it (as a DRA driver's CDI spec for a MIG device gives them).
+        for mig in gpu.get("mig_devices") or []:
+            caps = {f"/dev/nvidia-caps/nvidia-cap{mig.get(key)}" for key in ("gi_cap_minor", "ci_cap_minor")}
+            if "gi_cap_minor" in mig and caps <= nodes:
+                add({"gpu": gpu["index"], "mig": mig["index"]})
     names = device_names(environ, device_list_dir)
     if "all" in names:
         for gpu in gpus:

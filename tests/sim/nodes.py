@@ -155,7 +155,8 @@ class Node:
                 entry["mig"].append({"uuid": mig["uuid"], "profile": mig["profile"],
                                      "giProfileID": MIG_GI_PROFILE_IDS.get(slices, 19), "placementStart": position * slices,
                                      "placementSize": slices, "memoryBytes": memory_gb * 1000 << 20,
-                                     "multiprocessors": 16 * slices})
+                                     "multiprocessors": 16 * slices, "giCapMinor": mig["gi_cap_minor"],
+                                     "ciCapMinor": mig["ci_cap_minor"]})
             gpus.append(entry)
         return {"node": self.name, "gpus": gpus}
 

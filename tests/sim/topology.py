@@ -114,8 +114,9 @@ def node_gpus(node: dict) -> NodeGpus | None:
         gpu = Gpu(index=index, uuid=gpu_uuid, name=product, memory_mib=int(spec.get("memory_mib", 97871)),
                   used_mib=used.get(index, 0), minor=minors[index])
         if mig:
-            gpu.mig_devices = [{"index": mig_index, "profile": mig["profile"],
-                                "uuid": _stable_uuid("MIG", gpu_uuid, mig_index)}
+            gpu.mig_devices = [dict({"index": mig_index, "profile": mig["profile"],
+                                     "uuid": _stable_uuid("MIG", gpu_uuid, mig_index)},
+                                    **mig_instance(minors[index], mig["profile"], mig_index))
                                for mig_index in range(int(mig.get("per_gpu", 7)))]
         gpus.append(gpu)
     if mig and any(name.startswith("cdi-") for name in list_strategy):
@@ -125,6 +126,21 @@ def node_gpus(node: dict) -> NodeGpus | None:
                     fail_requests_greater_than_one=bool(spec.get("fail_requests_greater_than_one", False)),
                     device_list_strategy=list_strategy, device_id_strategy=id_strategy, ledger_bypass=bool(spec.get("ledger_bypass", False)),
                     processes=list(spec.get("processes") or []), allocation=allocation)
+
+
+# The first GPU-instance ID NVML gives a GPU's instances of a profile, by its slice count (the 1-slice instances of an
+# A100 or H100 are GI 7 to 13, the 2-slice ones 3 to 5, the 3-slice ones 1 and 2, the 7-slice one 0).
+MIG_FIRST_GI_IDS = {1: 7, 2: 3, 3: 1, 4: 0, 7: 0}
+# /proc/driver/nvidia-caps/mig-minors: gpu<m>/gi<g>/access is 3 + 135 m + 9 g, its ci<c>/access 1 + c above it (15 GPU
+# instances of 8 compute instances per GPU, after config 1 and monitor 2: NVIDIA's internal/common/nvcaps.go lists
+# gpu3/gi3/ci3/access 439 and gpu6/gi11/ci7/access 920).
+def mig_instance(gpu_minor: int, profile: str, position: int) -> dict:
+    """A MIG device's GPU and compute instance IDs and their capability devices' minors (/dev/nvidia-caps/nvidia-cap<N>),
+    as the kernel driver numbers them: the container must be given both to open the MIG device."""
+    slices = int(profile.split("g.", 1)[0])
+    gi, ci = MIG_FIRST_GI_IDS.get(slices, 7) + position, 0
+    gi_cap = 3 + 135 * gpu_minor + 9 * gi
+    return {"gi": gi, "ci": ci, "gi_cap_minor": gi_cap, "ci_cap_minor": gi_cap + 1 + ci}
 
 
 def real_gpus(spec: dict) -> NodeGpus:

@@ -54,9 +54,12 @@ def class_entry(node_entry, device_class):
             if claim and claim not in holder["claims"]:
                 holder["claims"].append(claim)
     allocated = sum(1 for device in devices if device.get("allocated"))
+    # A tainted device (NoSchedule, NoExecute) is not handed out, as a device plugin's unhealthy device is not
+    # allocatable; one already allocated stays its claim's.
+    allocatable = sum(1 for device in devices if device.get("allocated") or not device.get("tainted"))
     return {
-        "capacity": len(devices), "allocatable": len(devices), "requested": allocated, "limits": allocated,
-        "free": len(devices) - allocated,
+        "capacity": len(devices), "allocatable": allocatable, "requested": allocated, "limits": allocated,
+        "free": allocatable - allocated,
         "holders": sorted(holders.values(), key=lambda holder: (holder["namespace"] or "", holder["name"] or "")),
         "dra": {"device_class": device_class, "drivers": names, "pools": pools, "devices": devices,
                 "extended_resource_name": extended[0] if extended else None},

@@ -226,8 +226,7 @@ def judge_node(ledger_result, vllm_result, settings):
         allocatable_text = allocatable_detail(node_name, resource_name, resource.get("capacity", 0), allocatable, labels,
                                               operator_namespace)
         if dra:
-            allocatable_text = "{0} device(s) of DeviceClass {1} on {2} ({3} allocated to other claims)".format(
-                allocatable, resource_name, node_name, held_by_others)
+            allocatable_text = _dra_allocatable_detail(node_name, resource_name, resource, held_by_others)
         checks += [
             {"id": "node_ready", "phase": "preflight", "passed": ready,
              "detail": "node {0} is {1}".format(node_name, "Ready" if ready else (
@@ -251,6 +250,22 @@ def judge_node(ledger_result, vllm_result, settings):
                            ": other pods hold every unit; run again when one ends (kubectl get pods -A --field-selector "
                            "spec.nodeName={0})".format(node_name))})
     return {"before": before, "plan": plan, "checks": checks}
+
+
+def _dra_allocatable_detail(node_name, device_class, entry, held_by_others):
+    """The allocatable devices of the class, and the tainted ones the scheduler does not hand out, with their taints."""
+    text = "{0} device(s) of DeviceClass {1} on {2} ({3} allocated to other claims)".format(
+        entry.get("allocatable", 0), device_class, node_name, held_by_others)
+    tainted = [device for device in (entry.get("dra") or {}).get("devices") or []
+               if device.get("tainted") and not device.get("allocated")]
+    if tainted:
+        text += "; {0} more not allocatable, tainted by the driver: {1}{2}".format(
+            len(tainted), "; ".join("{0} {1} ({2})".format(device["name"], device.get("uuid"), ", ".join(device.get("taints") or []))
+                                    for device in tainted),
+            "" if entry.get("allocatable") else ". The driver taints a device it finds failing (an XID error, a GPU "
+            "lost): look at the driver's log and nvidia-smi on the node (kubectl get resourceslices --field-selector "
+            "spec.nodeName={0} -o yaml shows the taints)".format(node_name))
+    return text
 
 
 def _dra_found_detail(node_name, device_class, entry, ledger, node):

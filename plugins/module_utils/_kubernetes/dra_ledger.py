@@ -107,6 +107,22 @@ def class_matches(selectors, driver, device):
     return True
 
 
+# Taint effects that keep the scheduler from allocating a device to a claim that does not tolerate them (None, and any
+# effect this collection does not know, only inform: Kubernetes tells consumers to treat unknown effects like None).
+BLOCKING_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def device_taints(device):
+    """A published device's taints, as ``key=value:Effect`` texts sorted."""
+    return sorted("{0}{1}:{2}".format(taint.get("key"), "=" + taint["value"] if taint.get("value") else "", taint.get("effect"))
+                  for taint in device.get("taints") or [])
+
+
+def is_blocked(device):
+    """Whether a taint keeps the scheduler from allocating the device (to the demo's claims, which tolerate none)."""
+    return any((taint or {}).get("effect") in BLOCKING_TAINT_EFFECTS for taint in device.get("taints") or [])
+
+
 def _newest_slices(slices):
     """Per (driver, pool), only the slices of the pool's newest generation."""
     newest = {}
@@ -156,7 +172,8 @@ def build_node_dra(node, slices, claims, device_classes):
     """The DRA ledger of one node: ``{"drivers": {driver: {...}}}``, or None when no slice names the node.
 
     Per driver: its pools, every device (name, pool, uuid, product, type, memory in bytes, the classes it belongs
-    to, and when allocated the claim, the request and the pods holding it), and the counts total / allocated / free,
+    to, its taints, and when allocated the claim, the request and the pods holding it), and the counts total /
+    allocated / tainted / free (a device with a NoSchedule or NoExecute taint is not free),
     also per DeviceClass (with the extended resource the class serves, its ``extendedResourceName``, or None). ``claims`` may hold claims of other nodes: only results naming this node's devices count.
     """
     mine = _newest_slices(node_slices(slices, node))
@@ -185,6 +202,8 @@ def build_node_dra(node, slices, claims, device_classes):
                 "type": device_attribute(device, driver, "type"),
                 "memory": as_number(parse_quantity(memory)) if memory is not None else None,
                 "classes": classes,
+                "taints": device_taints(device),
+                "tainted": is_blocked(device),
                 "allocated": False,
                 "claim": None,
                 "request": None,
@@ -213,16 +232,20 @@ def _natural(name):
 
 
 def _counts(devices):
+    """total, allocated, tainted (a NoSchedule or NoExecute taint: not allocatable to a claim that does not tolerate it)
+    and free (neither allocated nor tainted)."""
     allocated = sum(1 for record in devices if record["allocated"])
-    return {"total": len(devices), "allocated": allocated, "free": len(devices) - allocated}
+    tainted = sum(1 for record in devices if record.get("tainted"))
+    blocked = sum(1 for record in devices if record.get("tainted") and not record["allocated"])
+    return {"total": len(devices), "allocated": allocated, "tainted": tainted, "free": len(devices) - allocated - blocked}
 
 
 def dra_totals(ledger_nodes):
-    """Per driver, the sums over the nodes of total, allocated and free devices."""
+    """Per driver, the sums over the nodes of total, allocated, tainted and free devices."""
     totals = {}
     for entry in ledger_nodes.values():
         for driver, counts in ((entry.get("dra") or {}).get("drivers") or {}).items():
-            total = totals.setdefault(driver, {"total": 0, "allocated": 0, "free": 0})
+            total = totals.setdefault(driver, {"total": 0, "allocated": 0, "tainted": 0, "free": 0})
             for key in total:
                 total[key] += counts[key]
     return totals

@@ -18,9 +18,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"sync"
 	"syscall"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,6 +43,15 @@ type draConfig struct {
 type draFaults struct {
 	// "first": every prepared device is handed out as the pool's first device's node, whatever was allocated.
 	WrongDevice string `json:"dra_wrong_device"`
+	// Per device name, a taint the driver publishes on it, as NVIDIA's driver taints a device its health monitor
+	// finds failing (gpu.nvidia.com/xid=<XID>, gpu.nvidia.com/gpu-lost; effect NoSchedule unless said otherwise).
+	Taints map[string]draTaint `json:"dra_taints"`
+}
+
+type draTaint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value"`
+	Effect string `json:"effect"`
 }
 
 type preparedClaim struct {
@@ -55,6 +66,7 @@ type draDriver struct {
 	checkpoint string
 	faultsFile string
 	devices    map[string]draDevice
+	ordered    []draDevice
 	first      draDevice
 	mu         sync.Mutex
 	prepared   map[types.UID]preparedClaim
@@ -109,19 +121,52 @@ func runDRADriver(args []string) error {
 		return err
 	}
 	defer helper.Stop()
-	var slice resourceslice.Slice
-	for _, device := range draDevices(config.GPUs) {
-		slice.Devices = append(slice.Devices, device.api)
+	publish := func(taints map[string]draTaint) error {
+		slice := driver.slice(taints)
+		return helper.PublishResources(ctx, resourceslice.DriverResources{
+			Pools: map[string]resourceslice.Pool{config.Node: {Slices: []resourceslice.Slice{slice}}}})
 	}
-	if err := helper.PublishResources(ctx, resourceslice.DriverResources{
-		Pools: map[string]resourceslice.Pool{config.Node: {Slices: []resourceslice.Slice{slice}}}}); err != nil {
+	taints := driver.faults().Taints
+	if err := publish(taints); err != nil {
 		return err
 	}
-	log.Printf("dra-driver: %s publishes %d device(s) on node %s; CDI specs in %s", draDriverName, len(slice.Devices), config.Node, *cdiRoot)
-	<-ctx.Done()
-	// As NVIDIA's driver on a clean shutdown: the node's slices go (the kubelet would also remove them when the
-	// plugin unregisters).
-	return nil
+	log.Printf("dra-driver: %s publishes %d device(s) on node %s (taints %v); CDI specs in %s", draDriverName,
+		len(driver.ordered), config.Node, taints, *cdiRoot)
+	// A device taint comes and goes with the faults file, as with NVIDIA's health monitor: the slice is republished.
+	for tick := time.NewTicker(500 * time.Millisecond); ; {
+		select {
+		case <-ctx.Done():
+			// As NVIDIA's driver on a clean shutdown: the node's slices go (the kubelet would also remove them when
+			// the plugin unregisters).
+			tick.Stop()
+			return nil
+		case <-tick.C:
+		}
+		if now := driver.faults().Taints; !reflect.DeepEqual(now, taints) {
+			if err := publish(now); err != nil {
+				return err
+			}
+			log.Printf("dra-driver: device taints now %v", now)
+			taints = now
+		}
+	}
+}
+
+// slice is the node's one ResourceSlice: every device, with the taints that `taints` names.
+func (d *draDriver) slice(taints map[string]draTaint) resourceslice.Slice {
+	var slice resourceslice.Slice
+	for _, device := range d.ordered {
+		published := *device.api.DeepCopy()
+		if taint, ok := taints[device.name]; ok {
+			effect := resourceapi.DeviceTaintEffect(taint.Effect)
+			if effect == "" {
+				effect = resourceapi.DeviceTaintEffectNoSchedule
+			}
+			published.Taints = []resourceapi.DeviceTaint{{Key: taint.Key, Value: taint.Value, Effect: effect}}
+		}
+		slice.Devices = append(slice.Devices, published)
+	}
+	return slice
 }
 
 func newDRADriver(config draConfig, cdiRoot, checkpoint, faultsFile string) (*draDriver, error) {
@@ -131,7 +176,7 @@ func newDRADriver(config draConfig, cdiRoot, checkpoint, faultsFile string) (*dr
 	if len(devices) == 0 {
 		return nil, errors.New("dra-driver: the node has no GPU to publish")
 	}
-	d.first = devices[0]
+	d.first, d.ordered = devices[0], devices
 	for _, device := range devices {
 		d.devices[device.name] = device
 	}
@@ -203,11 +248,11 @@ func (d *draDriver) prepareClaim(claim *resourceapi.ResourceClaim) ([]kubeletplu
 			DeviceName: device.name, CDIDeviceIDs: []string{cdiDeviceID(string(claim.UID), device.name)}})
 	}
 	wrong := d.faults().WrongDevice == "first"
-	spec := claimSpec(string(claim.UID), picked, func(device draDevice) int {
+	spec := claimSpec(string(claim.UID), picked, func(device draDevice) draDevice {
 		if wrong {
-			return d.first.minor
+			return d.first
 		}
-		return device.minor
+		return device
 	})
 	raw, err := yaml.Marshal(spec)
 	if err != nil {

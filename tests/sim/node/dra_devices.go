@@ -51,15 +51,21 @@ type draMIG struct {
 	PlacementSize   int    `json:"placementSize"`
 	MemoryBytes     int64  `json:"memoryBytes"`
 	Multiprocessors int64  `json:"multiprocessors"`
+	// The minors of its GPU instance's and compute instance's capability devices, /dev/nvidia-caps/nvidia-cap<N>: the
+	// DeviceFileMinor of /proc/driver/nvidia/capabilities/gpu<m>/mig/gi<g>/access and .../ci<c>/access, which
+	// NVIDIA's driver reads (the sim computes them as the kernel driver numbers them, tests/sim/topology.py).
+	GICapMinor int `json:"giCapMinor"`
+	CICapMinor int `json:"ciCapMinor"`
 }
 
 // draDevice is a published device and what preparing it takes.
 type draDevice struct {
-	name  string
-	api   resourceapi.Device
-	minor int    // the GPU's /dev/nvidia<minor> (the parent's, for a MIG device)
-	uuid  string // the GPU's or MIG device's UUID
-	isMIG bool
+	name      string
+	api       resourceapi.Device
+	minor     int    // the GPU's /dev/nvidia<minor> (the parent's, for a MIG device)
+	uuid      string // the GPU's or MIG device's UUID
+	isMIG     bool
+	capMinors []int // a MIG device's GI and CI capability devices, /dev/nvidia-caps/nvidia-cap<N>
 }
 
 // migCanonicalName: gpu-<parentMinor>-mig-<profile without dots, lower case>-<giProfileID>-<placementStart>.
@@ -136,7 +142,8 @@ func draDevices(gpus []draGPU) []draDevice {
 			}
 			name := migCanonicalName(gpu.Minor, mig)
 			devices = append(devices, draDevice{name: name, minor: gpu.Minor, uuid: mig.UUID, isMIG: true,
-				api: resourceapi.Device{Name: name, Attributes: attributes, Capacity: capacity}})
+				capMinors: []int{mig.GICapMinor, mig.CICapMinor},
+				api:       resourceapi.Device{Name: name, Attributes: attributes, Capacity: capacity}})
 		}
 	}
 	return devices
@@ -167,9 +174,21 @@ func existingDeviceNode(path string) *cdispec.DeviceNode {
 func unixMajor(dev uint64) uint64 { return (dev >> 8) & 0xfff }
 func unixMinor(dev uint64) uint64 { return (dev & 0xff) | ((dev >> 12) & 0xfff00) }
 
-// claimSpec is the CDI spec for one claim's prepared devices. `nodeOf` picks the device node handed out for each
-// device: the device's own, except when a fault makes the driver prepare the wrong one.
-func claimSpec(claimUID string, devices []draDevice, nodeOf func(draDevice) int) *cdispec.Spec {
+// nvidiaCapsMajor: the character major of /dev/nvidia-caps/* where the machine has none (NVIDIA's driver reads it
+// from /proc/devices, "nvidia-caps"; its mock-NVML CI setup uses this number).
+const nvidiaCapsMajor = 236
+
+// charDevice is the device node at path, the machine's own when it has one, else one with the given numbers.
+func charDevice(path string, major, minor int64) *cdispec.DeviceNode {
+	if node := existingDeviceNode(path); node != nil {
+		return node
+	}
+	return &cdispec.DeviceNode{Path: path, Type: "c", Major: major, Minor: minor}
+}
+
+// claimSpec is the CDI spec for one claim's prepared devices. `nodesOf` picks the device whose nodes are handed out
+// for each device: the device itself, except when a fault makes the driver prepare the wrong one.
+func claimSpec(claimUID string, devices []draDevice, nodesOf func(draDevice) draDevice) *cdispec.Spec {
 	spec := &cdispec.Spec{Version: "0.6.0", Kind: draCDIVendor + "/" + draCDIClass,
 		ContainerEdits: cdispec.ContainerEdits{Env: []string{"NVIDIA_VISIBLE_DEVICES=void"}}}
 	for _, path := range controlDevices {
@@ -178,15 +197,15 @@ func claimSpec(claimUID string, devices []draDevice, nodeOf func(draDevice) int)
 		}
 	}
 	for _, device := range devices {
-		minor := nodeOf(device)
-		path := fmt.Sprintf("/dev/nvidia%d", minor)
-		node := existingDeviceNode(path)
-		if node == nil {
-			// The simulated cluster has no /dev/nvidiaN: the spec names the device numbers itself.
-			node = &cdispec.DeviceNode{Path: path, Type: "c", Major: nvidiaMajor, Minor: int64(minor)}
+		handed := nodesOf(device)
+		// The simulated cluster has no /dev/nvidiaN: the spec then names the device numbers itself.
+		nodes := []*cdispec.DeviceNode{charDevice(fmt.Sprintf("/dev/nvidia%d", handed.minor), nvidiaMajor, int64(handed.minor))}
+		// A MIG device: its parent's node, and its GPU and compute instances' capability nodes, which the container
+		// needs to open the MIG device (NVIDIA's GetDevNodesForMigDevice).
+		for _, minor := range handed.capMinors {
+			nodes = append(nodes, charDevice(fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor), nvidiaCapsMajor, int64(minor)))
 		}
-		// (A MIG device would add its GI and CI nvidia-caps nodes; the simulated MIG GPUs have none.)
-		edits := cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{node}}
+		edits := cdispec.ContainerEdits{DeviceNodes: nodes}
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: claimUID + "-" + device.name, ContainerEdits: edits})
 	}
 	return spec

@@ -187,3 +187,56 @@ func TestTheWrongDeviceFaultHandsOutTheFirstGPUsNode(t *testing.T) {
 		t.Errorf("wrong-device fault: %s", node)
 	}
 }
+
+func TestAMIGDeviceIsPreparedWithItsParentAndItsCapabilityNodes(t *testing.T) {
+	gpus := testGPUs()[:1]
+	gpus[0].MIG = []draMIG{
+		{UUID: "MIG-x", Profile: "1g.10gb", GIProfileID: 19, PlacementStart: 0, PlacementSize: 1, GICapMinor: 66, CICapMinor: 67},
+		{UUID: "MIG-y", Profile: "1g.10gb", GIProfileID: 19, PlacementStart: 1, PlacementSize: 1, GICapMinor: 75, CICapMinor: 76}}
+	d := testDriver(t, gpus)
+	results, _ := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{allocatedClaim("uid-1", "a", "gpu-0-mig-1g10gb-19-1")})
+	if err := results["uid-1"].Err; err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, node := range readSpec(t, d, "uid-1").Devices[0].ContainerEdits.DeviceNodes {
+		paths = append(paths, node.Path)
+		if strings.HasPrefix(node.Path, "/dev/nvidia-caps/") && (node.Type != "c" || node.Major != nvidiaCapsMajor) {
+			t.Errorf("capability node: %+v", node)
+		}
+	}
+	if strings.Join(paths, " ") != "/dev/nvidia0 /dev/nvidia-caps/nvidia-cap75 /dev/nvidia-caps/nvidia-cap76" {
+		t.Errorf("MIG device nodes: %v", paths)
+	}
+	// The wrong-device fault hands out the first MIG device's instances instead.
+	if err := os.WriteFile(d.faultsFile, []byte(`{"dra_wrong_device": "first"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{allocatedClaim("uid-2", "b", "gpu-0-mig-1g10gb-19-0")})
+	_, _ = d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "uid-1"}})
+	results, _ = d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{allocatedClaim("uid-3", "c", "gpu-0-mig-1g10gb-19-1")})
+	if err := results["uid-3"].Err; err != nil {
+		t.Fatal(err)
+	}
+	if nodes := readSpec(t, d, "uid-3").Devices[0].ContainerEdits.DeviceNodes; nodes[1].Path != "/dev/nvidia-caps/nvidia-cap66" {
+		t.Errorf("wrong-device fault on MIG: %+v", nodes)
+	}
+}
+
+func TestADeviceTaintFaultIsPublishedOnThatDevice(t *testing.T) {
+	d := testDriver(t, testGPUs())
+	if err := os.WriteFile(d.faultsFile, []byte(`{"dra_taints": {"gpu-2": {"key": "gpu.nvidia.com/xid", "value": "79"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	slice := d.slice(d.faults().Taints)
+	if len(slice.Devices) != 2 || len(slice.Devices[0].Taints) != 0 {
+		t.Fatalf("devices: %+v", slice.Devices)
+	}
+	taints := slice.Devices[1].Taints
+	if len(taints) != 1 || taints[0].Key != "gpu.nvidia.com/xid" || taints[0].Value != "79" || taints[0].Effect != resourceapi.DeviceTaintEffectNoSchedule {
+		t.Errorf("taint of gpu-2: %+v", taints)
+	}
+	if len(d.ordered[1].api.Taints) != 0 {
+		t.Error("the published copy, not the device, carries the taint")
+	}
+}

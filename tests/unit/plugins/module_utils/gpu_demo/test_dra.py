@@ -188,6 +188,40 @@ class TestExtendedResourcePath:
         assert "dra_request" not in judge_node(TestPreflight().refused_ledger(), {}, plugin)["plan"]
 
 
+def tainted_ledger(tainted=(1,)):
+    """prod102 with two GPUs, free; the driver taints those in ``tainted`` (an XID error: NoSchedule)."""
+    item = copy.deepcopy(SLICES[0])
+    second = copy.deepcopy(item["spec"]["devices"][0])
+    second["name"], second["attributes"]["uuid"] = "gpu-1", {"string": "GPU-second"}
+    item["spec"]["devices"].append(second)
+    for position in tainted:
+        item["spec"]["devices"][position]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+    free = [claim for claim in CLAIMS if claim is not HOLD_CLAIM]
+    built = ledger_utils.build_ledger(NODES, [], dra={"slices": [item], "claims": free, "classes": CLASSES})
+    built["dra_served"] = True
+    return {"ledger": built}
+
+
+class TestDeviceTaints:
+    def test_a_tainted_device_is_not_allocatable_and_not_held(self):
+        judged = judge_node(tainted_ledger(), {}, SETTINGS)
+        assert all(check["passed"] for check in judged["checks"]), judged["checks"]
+        entry = dra.class_entry(tainted_ledger()["ledger"]["nodes"]["prod102"], "gpu.nvidia.com")
+        assert (entry["capacity"], entry["allocatable"], entry["free"]) == (2, 1, 1)
+        # The plan holds the one untainted device: the queue then waits for it, as the scheduler will not give gpu-1.
+        assert judged["plan"]["units"] == 1
+        assert checks(judged["checks"])["resource_allocatable"]["detail"] == (
+            "1 device(s) of DeviceClass gpu.nvidia.com on prod102 (0 allocated to other claims); 1 more not allocatable, "
+            "tainted by the driver: gpu-1 GPU-second (gpu.nvidia.com/xid=79:NoSchedule)")
+
+    def test_a_node_whose_every_device_is_tainted_is_refused_naming_the_taints(self):
+        found = checks(judge_node(tainted_ledger(tainted=(0, 1)), {}, SETTINGS)["checks"])["resource_allocatable"]
+        assert found["passed"] is False
+        assert found["detail"].startswith("0 device(s) of DeviceClass gpu.nvidia.com on prod102 (0 allocated to other "
+                                          "claims); 2 more not allocatable, tainted by the driver: gpu-0 " + UUID)
+        assert "look at the driver's log" in found["detail"]
+
+
 def hold_wait(log_uuid, claims=CLAIMS):
     pod = {"name": "hold-0", "node_name": "prod102", "phase": "Running", "preemption_policy": "Never",
            "log": "GPU 0: NVIDIA H20 (UUID: {0})\nNVIDIA_VISIBLE_DEVICES=void\n".format(log_uuid)}

@@ -54,7 +54,7 @@ class TestNodeDevices:
     def test_device_classes_counted_by_the_charts_selectors(self):
         classes = dra_ledger.build_node_dra("prod102", SLICES, CLAIMS, CLASSES)["drivers"]["gpu.nvidia.com"]["classes"]
         # mig.nvidia.com and vfio.gpu.nvidia.com select other types: no device of this node is in them.
-        assert classes == {"gpu.nvidia.com": {"total": 1, "allocated": 1, "free": 0, "evaluated": True,
+        assert classes == {"gpu.nvidia.com": {"total": 1, "allocated": 1, "tainted": 0, "free": 0, "evaluated": True,
                                               "extended_resource_name": "nvidia.com/gpu"}}
 
     def test_a_claim_pending_allocation_holds_nothing(self):
@@ -110,7 +110,7 @@ class TestSelectors:
         custom = {"metadata": {"name": "big.gpu.example.com"}, "spec": {"selectors": [
             {"cel": {"expression": "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"}}]}}
         classes = dra_ledger.build_node_dra("prod102", SLICES, CLAIMS, CLASSES + [custom])["drivers"]["gpu.nvidia.com"]["classes"]
-        assert classes["big.gpu.example.com"] == {"total": 0, "allocated": 0, "free": 0, "evaluated": False,
+        assert classes["big.gpu.example.com"] == {"total": 0, "allocated": 0, "tainted": 0, "free": 0, "evaluated": False,
                                                   "extended_resource_name": None}
 
     def test_mig_class_selects_mig_devices(self):
@@ -132,7 +132,7 @@ class TestLedgerWithDRA:
         result = ledger.build_ledger([node], PODS, dra=self.dra())
         entry = result["nodes"]["prod102"]
         assert entry["resources"] == {} and entry["allocation"] == "dra"
-        assert result["dra_totals"] == {"gpu.nvidia.com": {"total": 1, "allocated": 1, "free": 0}}
+        assert result["dra_totals"] == {"gpu.nvidia.com": {"total": 1, "allocated": 1, "tainted": 0, "free": 0}}
         assert "gpu.nvidia.com" in result["device_classes"]
 
     def test_the_queue_pod_is_pending_with_its_claim(self):
@@ -330,3 +330,32 @@ class TestDRAReadsRefused:
         reader = RefusingReader(NODES + [device_plugin_node()], PODS, ["list resourceslices"], status=500)
         with pytest.raises(K8sApiError, match="list resourceslices"):
             ledger.read_ledger(reader, node="prod103", dra=True)
+
+
+def tainted_slice(effect="NoSchedule"):
+    """Two GPUs, gpu-1 tainted by the driver as NVIDIA's health monitor taints a GPU with an XID error."""
+    item = two_gpu_slice()
+    item["spec"]["devices"][1]["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": effect,
+                                             "timeAdded": "2026-12-01T12:00:00Z"}]
+    return item
+
+
+class TestDeviceTaints:
+    def test_a_tainted_device_is_counted_but_not_free(self):
+        free_claims = [claim for claim in CLAIMS if not (claim.get("status") or {}).get("allocation")]
+        gpu = dra_ledger.build_node_dra("prod102", [tainted_slice()], free_claims, CLASSES)["drivers"]["gpu.nvidia.com"]
+        assert (gpu["total"], gpu["allocated"], gpu["tainted"], gpu["free"]) == (2, 0, 1, 1)
+        assert gpu["classes"]["gpu.nvidia.com"]["free"] == 1
+        tainted = gpu["devices"][1]
+        assert (tainted["name"], tainted["tainted"], tainted["taints"]) == ("gpu-1", True, ["gpu.nvidia.com/xid=79:NoSchedule"])
+        assert gpu["devices"][0]["taints"] == [] and gpu["devices"][0]["tainted"] is False
+
+    def test_a_taint_that_only_informs_blocks_nothing(self):
+        gpu = dra_ledger.build_node_dra("prod102", [tainted_slice("None")], [], CLASSES)["drivers"]["gpu.nvidia.com"]
+        assert (gpu["tainted"], gpu["free"]) == (0, 2)
+        assert gpu["devices"][1]["taints"] == ["gpu.nvidia.com/xid=79:None"]
+
+    def test_an_allocated_tainted_device_stays_its_claims(self):
+        gpu = dra_ledger.build_node_dra("prod102", [tainted_slice()], CLAIMS, CLASSES)["drivers"]["gpu.nvidia.com"]
+        # gpu-0 is the recorded hold's; gpu-1 tainted: nothing free.
+        assert (gpu["allocated"], gpu["tainted"], gpu["free"]) == (1, 1, 0)
