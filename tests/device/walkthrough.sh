@@ -8,7 +8,13 @@
 # Needs the bundle (`make device-bundle` here, carried as .build/device-bundle) and nothing from the network.
 # Writes what it shows into $OUT/walkthrough.tar.gz (or .build/device-out/): the replay, the transcripts, the
 # reports (the device tool brings back at most 8 files).
-#   bash tests/device/walkthrough.sh [--gib 8] [--nvidia-device-plugin PATH [--strategies "LIST:ID ..."]]
+#   bash tests/device/walkthrough.sh [--gib 8] [--nvidia-device-plugin PATH [--strategies "LIST:ID ..."] | --dra]
+#
+# --dra: the GPUs are served by DRA only (topology h200-dra): no device plugin; our DRA driver publishes the GPUs
+# NVML sees as NVIDIA's driver does (gpu-<minor>, real UUID, product, memory) and a claim's CDI spec gives the
+# container the machine's own /dev/nvidia<minor>. The kubectl replay (a device plugin's ledger) is replaced by the
+# node's ResourceSlices; the product runs with plain nvidia.com/gpu requests served through DRA (en, zh) and with
+# the run's own claims.
 #
 # --nvidia-device-plugin: NVIDIA's own device plugin (a binary built from github.com/NVIDIA/k8s-device-plugin,
 # `go build ./cmd/nvidia-device-plugin`; PATH may be .xz) replaces ours after the replay, once per strategy
@@ -26,15 +32,20 @@ out="$work/out"
 py=${GPUOPS_DEVICE_PYTHON:-python3}
 gib=8
 nvidia_plugin=""
+dra=""
 strategies="envvar:uuid envvar:index volume-mounts:uuid volume-mounts:index cdi-annotations:uuid cdi-annotations:index cdi-cri:uuid cdi-cri:index"
 while [ $# -gt 0 ]; do
   case $1 in
     --gib) gib=$2; shift 2 ;;
     --nvidia-device-plugin) nvidia_plugin=$2; shift 2 ;;
     --strategies) strategies=$2; shift 2 ;;
-    *) echo "walkthrough.sh: unknown argument $1 (want --gib N, --nvidia-device-plugin PATH, --strategies LIST)" >&2; exit 2 ;;
+    --dra) dra=1; shift ;;
+    *) echo "walkthrough.sh: unknown argument $1 (want --gib N, --nvidia-device-plugin PATH, --strategies LIST, --dra)" >&2; exit 2 ;;
   esac
 done
+if [ -n "$dra" ] && [ -n "$nvidia_plugin" ]; then
+  echo "walkthrough.sh: --dra and --nvidia-device-plugin exclude each other (a node's GPUs are served one way)" >&2; exit 2
+fi
 if [ -n "$nvidia_plugin" ] && [ ! -f "$nvidia_plugin" ]; then
   echo "walkthrough.sh: --nvidia-device-plugin $nvidia_plugin: no such file (build it from NVIDIA's repository)" >&2; exit 2
 fi
@@ -88,21 +99,34 @@ for _ in $(seq 120); do health >/dev/null 2>&1 && break; sleep 0.5; done
 echo "stand-in /health before: $(health)"
 cat "$out/standin.log"
 
-log "the cluster: control plane and prod102 (real kubelet, NVML-backed device plugin)"
-"$py" tests/sim/simctl.py up --topology h200
+if [ -n "$dra" ]; then
+  log "the cluster: control plane and prod102 (real kubelet, NVML-backed DRA driver, no device plugin)"
+  "$py" tests/sim/simctl.py up --topology h200-dra
+else
+  log "the cluster: control plane and prod102 (real kubelet, NVML-backed device plugin)"
+  "$py" tests/sim/simctl.py up --topology h200
+fi
 kubectl get node prod102 -o wide
 kubectl get node prod102 -o jsonpath='{.status.nodeInfo}{"\n"}allocatable {.status.allocatable}{"\n"}'
-grep -h "registered" .sim/logs/plugin-prod102-*.log | head -3
+if [ -n "$dra" ]; then
+  log "what the DRA driver publishes (the ledger is the ResourceSlices and ResourceClaims)"
+  for _ in $(seq 150); do [ -n "$(kubectl get resourceslices -o name)" ] && break; sleep 0.2; done
+  kubectl get deviceclasses
+  kubectl get resourceslices -o yaml | tee "$out/resourceslices.yaml"
+  grep -h "publishes" .sim/logs/dra-prod102.log | head -3 || true
+else
+  grep -h "registered" .sim/logs/plugin-prod102-*.log | head -3
 
-log "the seed's kubectl replay"
-bash tests/device/kubectl_replay.sh 2>&1 | tee "$out/kubectl-replay.txt"
+  log "the seed's kubectl replay"
+  bash tests/device/kubectl_replay.sh 2>&1 | tee "$out/kubectl-replay.txt"
+fi
 
 node_dir="$root/.sim/run/nodes/prod102"
-product() {   # lang, run id
+product() {   # lang, run id, [more variables, as JSON members]
   vars=$(printf '{"gpu_demo_node_processes": true, "gpu_demo_node_processes_options": {"source": "nvml",
     "pod_resources_socket": "%s", "checkpoint_path": "%s"}, "gpu_demo_report_dir": "%s", "gpu_demo_report_lang": "%s",
-    "gpu_demo_run_id": "%s"}' "$node_dir/kubelet/pod-resources/kubelet.sock" \
-    "$node_dir/device-plugins/kubelet_internal_checkpoint" "$out" "$1" "$2")
+    "gpu_demo_run_id": "%s"%s}' "$node_dir/kubelet/pod-resources/kubelet.sock" \
+    "$node_dir/device-plugins/kubelet_internal_checkpoint" "$out" "$1" "$2" "${3:+, $3}")
   ansible-playbook playbooks/gpu_demo.yml -i inventory/sim -e "$vars" 2>&1 | tee "$out/ansible-$2.txt" | tail -25
 }
 allocatable_is() {   # value, seconds
@@ -112,7 +136,13 @@ allocatable_is() {   # value, seconds
   done
   echo "allocatable nvidia.com/gpu did not become $1 in $2 s" >&2; return 1
 }
-if [ -z "$nvidia_plugin" ]; then
+if [ -n "$dra" ]; then
+  log "the product through DRA: plain nvidia.com/gpu served by the DeviceClass (auto), then the run's own claims"
+  for lang in en zh; do product "$lang" "h200-dra-$lang" || failed="${failed:-} dra-$lang"; done
+  product en h200-dra-claim '"gpu_demo_dra_request": "claim"' || failed="${failed:-} dra-claim"
+  kubectl get resourceclaims -A
+  log "the product through DRA: failed:${failed:- none}"
+elif [ -z "$nvidia_plugin" ]; then
   log "the product: ansible-playbook playbooks/gpu_demo.yml -i inventory/sim (node processes through NVML)"
   for lang in en zh; do product "$lang" "h200-$lang"; done
 else

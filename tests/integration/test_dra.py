@@ -297,3 +297,33 @@ def test_a_tainted_device_is_left_out_of_the_walk_and_counted_as_not_allocatable
     finally:
         sim._simctl("fault", "prod102", "{}")
     assert leftovers(sim) == [] and dra_state(sim) == before
+
+
+def test_the_walk_through_dra_on_mig_devices_holds_each_and_hands_one_over(sim, tmp_path):
+    # NVIDIA's driver publishes a MIG-mode GPU's MIG devices (DeviceClass mig.nvidia.com), not the GPU; each claim's
+    # CDI spec gives the GPU's node and the MIG device's two capability nodes, and nvidia-smi -L lists that MIG device.
+    sim.use_topology("dra-mig")
+    before = dra_state(sim)
+    assert sorted(before["prod102"]) == ["gpu-0-mig-1g10gb-19-0", "gpu-0-mig-1g10gb-19-1"] and not any(before["prod102"].values())
+    run = run_demo(sim, tmp_path, gpu_demo_device_class="mig.nvidia.com")
+    assert run.rc == 0, run.output[-3000:]
+    assert all(check["passed"] for check in run.result["checks"]), run.result["checks"]
+    # mig.nvidia.com serves no extended resource: the pods name claims of the run's templates.
+    assert (run.result["plan"]["dra_request"], run.result["plan"]["units"]) == ("claim", 2)
+    during = run.result["during"]
+    assert (during["allocatable"], during["requested"], during["free"]) == (2, 2, 0)
+    migs = {device["uuid"]: device["name"] for device in during["dra"]["devices"]}
+    assert all(uuid.startswith("MIG-") for uuid in migs) and len(migs) == 2
+    # Each hold pod saw its own MIG device, not the whole GPU nor the other one.
+    assert sorted(run.result["hold"]["distinct_uuids"]) == sorted(migs)
+    prepared = run.check("hold_devices_prepared")["detail"]
+    assert all(f"{name} ({uuid}, claim gpu-demo-hold-" in prepared for uuid, name in migs.items()), prepared
+    assert "cannot allocate all claims" in run.check("queue_insufficient")["detail"]
+    queue_uuids = run.result["queue"]["evidence"]["uuids"]
+    assert len(queue_uuids) == 1 and queue_uuids[0] in migs
+    assert leftovers(sim) == [] and dra_state(sim) == before
+    # The class of whole GPUs has no device on this node: refused before anything is created.
+    run = run_demo(sim, tmp_path)
+    assert run.rc != 0
+    assert run.check("node_found")["detail"].startswith("node prod102 publishes no device of DeviceClass gpu.nvidia.com")
+    assert leftovers(sim) == []

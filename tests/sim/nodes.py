@@ -141,7 +141,12 @@ class Node:
         return self.cdi_spec_dirs[1]
 
     def dra_config(self) -> dict:
-        """Our DRA driver's view of the node's GPUs: what NVML tells NVIDIA's driver about each."""
+        """Our DRA driver's view of the node's GPUs: what NVML tells NVIDIA's driver about each (on a GPU machine, what
+        NVML told us: the table write_files wrote)."""
+        if self.real_gpus:
+            import nvml_gpus  # pylint: disable=import-outside-toplevel  # GPU machines only
+            table = json.loads((self.dir / "gpu-table.json").read_text())
+            return {"node": self.name, "gpus": [nvml_gpus.dra_gpu(row) for row in table]}
         gpus = []
         for gpu in self.gpus.gpus:
             architecture, capability = next((value for key, value in ARCHITECTURES.items() if key in gpu.name), ("Hopper", "9.0"))

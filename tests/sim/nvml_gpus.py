@@ -1,6 +1,6 @@
 """A GPU machine's real GPUs, read through NVML (pynvml from the nvidia-ml-py package), for nodes whose topology
-says `gpu: {nvml: true}`: our device plugin advertises these instead of a topology's, and our runtime gives each
-container only its own (tests/sim/node/gpus.go).
+says `gpu: {nvml: true}`: our device plugin (or, with `allocation: dra`, our DRA driver) advertises these instead of a
+topology's, and our runtime gives each container only its own (tests/sim/node/gpus.go).
 
   nvml_gpus.py table                          the GPUs as JSON (uuid, index, minor, bus_id, name, memory_mib)
   nvml_gpus.py health --faults FILE [--interval S]
@@ -28,21 +28,57 @@ def proc_bus_id(nvml_bus_id: str) -> str:
     return f"{int(domain, 16):04x}:{rest}".lower()
 
 
+# NVML's architecture and brand numbers as NVIDIA's go-nvlib names them (GetArchitectureAsString, GetBrandAsString),
+# which is what NVIDIA's DRA driver publishes; by pynvml's constant names, so that no number is guessed here.
+ARCHITECTURE_NAMES = {"KEPLER": "Kepler", "MAXWELL": "Maxwell", "PASCAL": "Pascal", "VOLTA": "Volta", "TURING": "Turing",
+                      "AMPERE": "Ampere", "ADA": "Ada Lovelace", "HOPPER": "Hopper", "BLACKWELL": "Blackwell"}
+BRAND_NAMES = {"TESLA": "Tesla", "QUADRO": "Quadro", "GEFORCE": "GeForce", "TITAN": "Titan", "NVIDIA": "Nvidia",
+               "NVIDIA_RTX": "NvidiaRTX", "QUADRO_RTX": "QuadroRTX", "GEFORCE_RTX": "GeForceRTX", "TITAN_RTX": "TitanRTX"}
+
+
+def _named(pynvml, prefix: str, names: dict, value: int) -> str:
+    for suffix, name in names.items():
+        if getattr(pynvml, prefix + suffix, None) == value:
+            return name
+    return "Unknown"
+
+
+def cuda_version(nvml_value: int) -> str:
+    """nvmlSystemGetCudaDriverVersion's 13000 as "13.0" (major.minor, as NVIDIA's driver builds cudaDriverVersion)."""
+    return f"{nvml_value // 1000}.{nvml_value % 1000 // 10}"
+
+
 def read_gpus() -> list:
     import pynvml  # pylint: disable=import-outside-toplevel  # only on GPU machines
     pynvml.nvmlInit()
     try:
+        driver, cuda = _text(pynvml.nvmlSystemGetDriverVersion()), cuda_version(pynvml.nvmlSystemGetCudaDriverVersion())
         gpus = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
             gpus.append({"uuid": _text(pynvml.nvmlDeviceGetUUID(handle)), "index": index,
                          "minor": pynvml.nvmlDeviceGetMinorNumber(handle),
                          "bus_id": proc_bus_id(_text(pynvml.nvmlDeviceGetPciInfo(handle).busId)),
                          "name": _text(pynvml.nvmlDeviceGetName(handle)),
-                         "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20})
+                         "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20,
+                         "memory_bytes": pynvml.nvmlDeviceGetMemoryInfo(handle).total,
+                         "architecture": _named(pynvml, "NVML_DEVICE_ARCH_", ARCHITECTURE_NAMES,
+                                                pynvml.nvmlDeviceGetArchitecture(handle)),
+                         "brand": _named(pynvml, "NVML_BRAND_", BRAND_NAMES, pynvml.nvmlDeviceGetBrand(handle)),
+                         "compute_capability": f"{major}.{minor}", "driver_version": driver, "cuda_driver_version": cuda})
         return gpus
     finally:
         pynvml.nvmlShutdown()
+
+
+def dra_gpu(row: dict) -> dict:
+    """One row of the GPU table as our DRA driver publishes it (tests/sim/node/dra_devices.go draGPU): what NVML tells
+    NVIDIA's driver about a whole GPU (a MIG-mode GPU's instances are not read here)."""
+    return {"minor": row["minor"], "uuid": row["uuid"], "productName": row["name"], "brand": row.get("brand", "Nvidia"),
+            "architecture": row.get("architecture", "Unknown"), "cudaComputeCapability": row.get("compute_capability", "0.0"),
+            "driverVersion": row.get("driver_version", "0.0.0"), "cudaDriverVersion": row.get("cuda_driver_version", "0.0"),
+            "pciBusID": row["bus_id"], "memoryBytes": int(row.get("memory_bytes") or row["memory_mib"] << 20), "mig": []}
 
 
 def unhealthy(uuids: list) -> list:

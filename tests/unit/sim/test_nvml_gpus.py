@@ -1,0 +1,31 @@
+"""On a GPU machine our DRA driver publishes what NVML says about each GPU (tests/sim/nvml_gpus.py): pure parts only,
+the NVML reads run on the lent H200 (tests/device/walkthrough.sh --dra)."""
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sim"))
+import nvml_gpus  # noqa: E402  pylint: disable=wrong-import-position
+
+# The H200's row as read_gpus writes it (values of tests/unit/fixtures/nvidia-smi-h200: driver 580.159.04, CUDA 13.0).
+H200 = {"uuid": "GPU-6488a48c-7479-40ca-ba29-49824ecf04fa", "index": 0, "minor": 0, "bus_id": "0000:00:06.0",
+        "name": "NVIDIA H200", "memory_mib": 143771, "memory_bytes": 143771 << 20, "architecture": "Hopper",
+        "brand": "Nvidia", "compute_capability": "9.0", "driver_version": "580.159.04", "cuda_driver_version": "13.0"}
+
+
+def test_the_dra_driver_publishes_the_real_gpu_as_nvml_reports_it():
+    assert nvml_gpus.dra_gpu(H200) == {
+        "minor": 0, "uuid": "GPU-6488a48c-7479-40ca-ba29-49824ecf04fa", "productName": "NVIDIA H200", "brand": "Nvidia",
+        "architecture": "Hopper", "cudaComputeCapability": "9.0", "driverVersion": "580.159.04", "cudaDriverVersion": "13.0",
+        "pciBusID": "0000:00:06.0", "memoryBytes": 143771 << 20, "mig": []}
+
+
+def test_nvml_numbers_become_nvidias_names():
+    assert nvml_gpus.cuda_version(13000) == "13.0" and nvml_gpus.cuda_version(12080) == "12.8"
+    fake = types.SimpleNamespace(NVML_DEVICE_ARCH_HOPPER=9, NVML_DEVICE_ARCH_AMPERE=7, NVML_BRAND_NVIDIA=14)
+    assert nvml_gpus._named(fake, "NVML_DEVICE_ARCH_", nvml_gpus.ARCHITECTURE_NAMES, 9) == "Hopper"
+    assert nvml_gpus._named(fake, "NVML_BRAND_", nvml_gpus.BRAND_NAMES, 14) == "Nvidia"
+    assert nvml_gpus._named(fake, "NVML_DEVICE_ARCH_", nvml_gpus.ARCHITECTURE_NAMES, 42) == "Unknown"
+    assert nvml_gpus.proc_bus_id("00000000:00:06.0") == "0000:00:06.0"
