@@ -308,7 +308,7 @@ ledger:
                   such as V(nvidia.com/gpu), or null) and C(devices).
                 - Each device has C(name) (V(gpu-0)), C(pool), C(uuid), C(product), C(type) (V(gpu) or V(mig)), C(memory)
                   in bytes, C(classes), C(taints) (the driver's, as V(gpu.nvidia.com/xid=79:NoSchedule)), C(tainted)
-                  (a V(NoSchedule) or V(NoExecute) taint: the scheduler does not allocate it to a claim that does not
+                  (a V(NoSchedule) or V(NoExecute) taint, so the scheduler does not allocate it to a claim that does not
                   tolerate it; such a device is counted in C(tainted), not in C(free)), C(allocated), and when allocated
                   C(claim) (namespace, name, uid,
                   C(extended_resource) for a claim the scheduler made for a plain extended resource request),

@@ -319,7 +319,7 @@ def test_the_walk_through_dra_on_mig_devices_holds_each_and_hands_one_over(sim, 
     prepared = run.check("hold_devices_prepared")["detail"]
     assert all(f"{name} ({uuid}, claim gpu-demo-hold-" in prepared for uuid, name in migs.items()), prepared
     assert "cannot allocate all claims" in run.check("queue_insufficient")["detail"]
-    queue_uuids = run.result["queue"]["evidence"]["uuids"]
+    queue_uuids = run.result["queue"]["evidence"]["unit_uuids"]
     assert len(queue_uuids) == 1 and queue_uuids[0] in migs
     assert leftovers(sim) == [] and dra_state(sim) == before
     # The class of whole GPUs has no device on this node: refused before anything is created.
