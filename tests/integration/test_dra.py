@@ -6,11 +6,11 @@ Each test reads the cluster through kubectl on its own and compares with what th
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 
 import pytest
+from safety_helpers import wait_until
 from test_gpu_demo import Run, demo_vars
 
 NAMESPACE = "gpu-operator"
@@ -255,11 +255,8 @@ def published_taints(sim, node: str) -> dict:
 def taint_devices(sim, node: str, devices: list) -> None:
     """The driver taints ``devices`` as NVIDIA's taints a GPU with an XID error; waits until the slice shows it."""
     sim._simctl("fault", node, json.dumps({"dra_taints": {name: {"key": "gpu.nvidia.com/xid", "value": "79"} for name in devices}}))
-    for _ in range(100):
-        if all(published_taints(sim, node).get(name) == ["gpu.nvidia.com/xid=79:NoSchedule"] for name in devices):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"the driver did not publish the taints: {published_taints(sim, node)}")
+    wait_until(lambda: all(published_taints(sim, node).get(name) == ["gpu.nvidia.com/xid=79:NoSchedule"] for name in devices),
+               30, f"the driver to publish the taints of {', '.join(devices)}")
 
 
 def test_a_tainted_device_is_left_out_of_the_walk_and_counted_as_not_allocatable(sim, tmp_path):

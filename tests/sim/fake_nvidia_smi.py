@@ -4,7 +4,8 @@ The node's runtime puts a wrapper on every container's PATH that calls this with
 Which GPUs it lists is what the container was given, as containerd and the NVIDIA container toolkit give them:
 the GPU device nodes its CDI devices injected (the runtime resolves them against the node's CDI specs and, there
 being no real /dev/nvidiaN here, lists the injected nodes in GPUOPS_SIM_DEVICE_NODES; /dev/nvidiaN is the GPU
-whose minor is N, and a MIG device of it is seen with its two /dev/nvidia-caps/nvidia-cap<N> nodes), and the devices the toolkit's hook picks: the entries of /var/run/nvidia-container-devices
+whose minor is N, and a MIG device of it is seen with its two /dev/nvidia-caps/nvidia-cap<N> nodes), and the
+devices the toolkit's hook picks: the entries of /var/run/nvidia-container-devices
 (the device plugin's volume mounts, which the runtime mounts in the container's own mount namespace), else
 NVIDIA_VISIBLE_DEVICES (UUIDs, MIG UUIDs, indexes `0` / `0:3`, `all`; unset, empty, `void` and `none` give no
 GPU). It never reads the allocation from anywhere else, so a device plugin that names the wrong device shows

@@ -134,6 +134,8 @@ MIG_FIRST_GI_IDS = {1: 7, 2: 3, 3: 1, 4: 0, 7: 0}
 # /proc/driver/nvidia-caps/mig-minors: gpu<m>/gi<g>/access is 3 + 135 m + 9 g, its ci<c>/access 1 + c above it (15 GPU
 # instances of 8 compute instances per GPU, after config 1 and monitor 2: NVIDIA's internal/common/nvcaps.go lists
 # gpu3/gi3/ci3/access 439 and gpu6/gi11/ci7/access 920).
+
+
 def mig_instance(gpu_minor: int, profile: str, position: int) -> dict:
     """A MIG device's GPU and compute instance IDs and their capability devices' minors (/dev/nvidia-caps/nvidia-cap<N>),
     as the kernel driver numbers them: the container must be given both to open the MIG device."""
