@@ -200,8 +200,9 @@ def test_an_identity_made_before_the_dra_reads_walks_a_device_plugin_node_and_is
         assert report["passed"] is True and report["failed_checks"] == [], report["failed_checks"]
         assert report["before"]["allocation"] == "device_plugin" and report["before"]["allocatable"] == 1
         refused = report["before"]["dra_refused"]
-        assert refused.startswith("DRA not readable with these credentials: forbidden (403) to list resourceslices"), refused
-        assert f'User "system:serviceaccount:{NAMESPACE}:{account}" cannot list resource "resourceslices"' in refused
+        assert refused.startswith("DRA not readable with these credentials: forbidden (403) to list "), refused
+        for resource in ("resourceslices", "deviceclasses"):   # both fleet-wide reads of a node read, named
+            assert f'User "system:serviceaccount:{NAMESPACE}:{account}" cannot list resource "{resource}"' in refused
         assert "playbooks/preflight_rbac.yml grants them" in refused
         found, = [check for check in report["checks"] if check["id"] == "node_found"]
         assert found["detail"].startswith(f"node {NODE} advertises nvidia.com/gpu (walked through the device plugin; DRA not")
@@ -215,7 +216,8 @@ def test_an_identity_made_before_the_dra_reads_walks_a_device_plugin_node_and_is
         assert report["failed_checks"] == ["node_found"], report["failed_checks"]
         message = report["failure"]["message"]
         assert message.startswith(f"Refusing node {NODE}: node {NODE} cannot be walked through DRA: DRA not readable with these "
-                                  "credentials: forbidden (403) to list resourceslices"), message
+                                  "credentials: forbidden (403) to list "), message
+        assert 'cannot list resource "resourceslices"' in message
         assert "playbooks/preflight_rbac.yml grants them" in message
         assert demo_pods(admin) == [] and report["hold"] == {} and ledger(admin) == before
     finally:

@@ -534,15 +534,15 @@ def _checked_node(reader, name, node_object, patterns, dra_nodes=None, dra_refus
 # The API's answer when the credentials may not make a request. An identity made before the DRA reads were granted
 # (playbooks/preflight_rbac.yml grants them) still gets the device-plugin ledger, and is told what it may not read.
 FORBIDDEN = 403
-DRA_READS_HINT = ("grant list on resourceslices and deviceclasses and get and list on resourceclaims (resource.k8s.io; "
-                  "playbooks/preflight_rbac.yml grants them), or read without DRA (dra: false)")
+DRA_READS_HINT = ("Grant list on resourceslices and deviceclasses, and get and list on resourceclaims, in API group "
+                  "resource.k8s.io (playbooks/preflight_rbac.yml grants them), or read without DRA (dra: false)")
 
 
 def dra_refused_message(refused):
     """One sentence for the DRA reads the credentials may not make (``refused``: their errors), None when none."""
     if not refused:
         return None
-    return "DRA not readable with these credentials: {0} ({1})".format("; ".join(sorted(set(refused))), DRA_READS_HINT)
+    return "DRA not readable with these credentials: {0}. {1}".format("; ".join(sorted(set(refused))), DRA_READS_HINT)
 
 
 def _dra_read(refused, read, *args, **kwargs):

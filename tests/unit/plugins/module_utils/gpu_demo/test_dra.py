@@ -92,7 +92,7 @@ class TestPreflight:
 
     REFUSED = ('DRA not readable with these credentials: forbidden (403) to list resourceslices on the Kubernetes API at '
                'https://127.0.0.1:16443: User "system:serviceaccount:gpu-operator:old" cannot list resource "resourceslices" '
-               'in API group "resource.k8s.io" at the cluster scope (' + ledger_utils.DRA_READS_HINT + ')')
+               'in API group "resource.k8s.io" at the cluster scope. ' + ledger_utils.DRA_READS_HINT)
 
     def refused_ledger(self):
         """What gpu_ledger_facts reads on a device-plugin node with credentials made before the DRA reads."""
