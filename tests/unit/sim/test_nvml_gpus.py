@@ -2,6 +2,7 @@
 the NVML reads run on the lent H200 (tests/device/walkthrough.sh --dra)."""
 from __future__ import annotations
 
+import json
 import sys
 import types
 from pathlib import Path
@@ -29,3 +30,17 @@ def test_nvml_numbers_become_nvidias_names():
     assert nvml_gpus._named(fake, "NVML_BRAND_", nvml_gpus.BRAND_NAMES, 14) == "Nvidia"
     assert nvml_gpus._named(fake, "NVML_DEVICE_ARCH_", nvml_gpus.ARCHITECTURE_NAMES, 42) == "Unknown"
     assert nvml_gpus.proc_bus_id("00000000:00:06.0") == "0000:00:06.0"
+
+
+def test_a_gpu_machines_dra_node_hands_its_driver_the_real_gpus(tmp_path, monkeypatch):
+    # topology h200-dra on the H200: no device plugin config, and the driver's GPUs are NVML's table, not made up.
+    import cluster  # pylint: disable=import-outside-toplevel
+    import nodes  # pylint: disable=import-outside-toplevel
+    import topology  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(nvml_gpus, "read_gpus", lambda: [dict(H200)])
+    spec = topology.load("h200-dra")["nodes"][0]
+    node = nodes.Node(cluster.SimDir(tmp_path, port_offset=0), spec, 0)
+    assert node.dra and node.real_gpus and node.plugin_configs() == []
+    node.write_files()
+    config = json.loads((node.dir / "dra-driver.json").read_text())
+    assert config == {"node": "prod102", "gpus": [nvml_gpus.dra_gpu(H200)]}
