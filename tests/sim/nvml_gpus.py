@@ -36,7 +36,9 @@ BRAND_NAMES = {"TESLA": "Tesla", "QUADRO": "Quadro", "GEFORCE": "GeForce", "TITA
                "NVIDIA_RTX": "NvidiaRTX", "QUADRO_RTX": "QuadroRTX", "GEFORCE_RTX": "GeForceRTX", "TITAN_RTX": "TitanRTX"}
 
 
-def _named(pynvml, prefix: str, names: dict, value: int) -> str:
+def _named(pynvml, prefix: str, names: dict, value) -> str:
+    if value is None:
+        return "Unknown"
     for suffix, name in names.items():
         if getattr(pynvml, prefix + suffix, None) == value:
             return name
@@ -48,15 +50,24 @@ def cuda_version(nvml_value: int) -> str:
     return f"{nvml_value // 1000}.{nvml_value % 1000 // 10}"
 
 
+def _optional(pynvml, call, *args, default=None):
+    """An NVML query the DRA driver's attributes want but the table can do without (an old driver may lack it)."""
+    try:
+        return call(*args)
+    except pynvml.NVMLError:
+        return default
+
+
 def read_gpus() -> list:
     import pynvml  # pylint: disable=import-outside-toplevel  # only on GPU machines
     pynvml.nvmlInit()
     try:
-        driver, cuda = _text(pynvml.nvmlSystemGetDriverVersion()), cuda_version(pynvml.nvmlSystemGetCudaDriverVersion())
+        driver = _text(_optional(pynvml, pynvml.nvmlSystemGetDriverVersion, default="0.0.0"))
+        cuda = cuda_version(_optional(pynvml, pynvml.nvmlSystemGetCudaDriverVersion, default=0))
         gpus = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            major, minor = _optional(pynvml, pynvml.nvmlDeviceGetCudaComputeCapability, handle, default=(0, 0))
             gpus.append({"uuid": _text(pynvml.nvmlDeviceGetUUID(handle)), "index": index,
                          "minor": pynvml.nvmlDeviceGetMinorNumber(handle),
                          "bus_id": proc_bus_id(_text(pynvml.nvmlDeviceGetPciInfo(handle).busId)),
@@ -64,8 +75,8 @@ def read_gpus() -> list:
                          "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20,
                          "memory_bytes": pynvml.nvmlDeviceGetMemoryInfo(handle).total,
                          "architecture": _named(pynvml, "NVML_DEVICE_ARCH_", ARCHITECTURE_NAMES,
-                                                pynvml.nvmlDeviceGetArchitecture(handle)),
-                         "brand": _named(pynvml, "NVML_BRAND_", BRAND_NAMES, pynvml.nvmlDeviceGetBrand(handle)),
+                                                _optional(pynvml, pynvml.nvmlDeviceGetArchitecture, handle)),
+                         "brand": _named(pynvml, "NVML_BRAND_", BRAND_NAMES, _optional(pynvml, pynvml.nvmlDeviceGetBrand, handle)),
                          "compute_capability": f"{major}.{minor}", "driver_version": driver, "cuda_driver_version": cuda})
         return gpus
     finally:

@@ -44,3 +44,36 @@ def test_a_gpu_machines_dra_node_hands_its_driver_the_real_gpus(tmp_path, monkey
     node.write_files()
     config = json.loads((node.dir / "dra-driver.json").read_text())
     assert config == {"node": "prod102", "gpus": [nvml_gpus.dra_gpu(H200)]}
+
+
+class NVMLError(Exception):
+    pass
+
+
+def stand_in_pynvml(brand_error=False):
+    """The pynvml calls read_gpus makes, answering as the H200 did (a stand-in for the calls' names and shapes)."""
+    def brand(_handle):
+        if brand_error:
+            raise NVMLError("Not Supported")
+        return 14
+    return types.SimpleNamespace(
+        NVMLError=NVMLError, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlSystemGetDriverVersion=lambda: b"580.159.04", nvmlSystemGetCudaDriverVersion=lambda: 13000,
+        nvmlDeviceGetCount=lambda: 1, nvmlDeviceGetHandleByIndex=lambda index: "gpu0",
+        nvmlDeviceGetCudaComputeCapability=lambda handle: (9, 0), nvmlDeviceGetUUID=lambda handle: H200["uuid"],
+        nvmlDeviceGetMinorNumber=lambda handle: 0,
+        nvmlDeviceGetPciInfo=lambda handle: types.SimpleNamespace(busId=b"00000000:00:06.0"),
+        nvmlDeviceGetName=lambda handle: b"NVIDIA H200",
+        nvmlDeviceGetMemoryInfo=lambda handle: types.SimpleNamespace(total=143771 << 20),
+        nvmlDeviceGetArchitecture=lambda handle: 9, nvmlDeviceGetBrand=brand,
+        NVML_DEVICE_ARCH_HOPPER=9, NVML_DEVICE_ARCH_AMPERE=7, NVML_BRAND_NVIDIA=14, NVML_BRAND_TESLA=2)
+
+
+def test_read_gpus_gives_the_table_the_driver_needs(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml())
+    assert nvml_gpus.read_gpus() == [H200]
+
+
+def test_a_query_nvml_cannot_answer_leaves_its_attribute_unknown(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", stand_in_pynvml(brand_error=True))
+    assert nvml_gpus.read_gpus()[0]["brand"] == "Unknown"
