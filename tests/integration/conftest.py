@@ -38,6 +38,7 @@ SIM_SRC = CHECKOUT / "tests" / "sim"
 sys.path.insert(0, str(SIM_SRC))
 import cluster  # noqa: E402  pylint: disable=wrong-import-position
 import parallel  # noqa: E402  pylint: disable=wrong-import-position
+from simctl import CONTROL_PLANE  # noqa: E402  pylint: disable=wrong-import-position
 
 VENV_BIN = Path(sys.executable).parent
 # A parallel worker's tests, and every process they start, use the worker's own cluster.
@@ -116,6 +117,34 @@ def sim():
         # the checkout's own (.sim/), left running as `make sim-up` left it.
         subprocess.run([sys.executable, str(SIM_SRC / "simctl.py"), "down"], check=False, cwd=CHECKOUT,
                        stdout=subprocess.DEVNULL)
+
+
+@pytest.fixture(autouse=True)
+def control_plane_outlives_the_test(request):
+    """A control-plane process that exits during a test is that test's error, with the end of its log, and is
+    started again (as the kubelet restarts kubeadm's static pods), so the tests after it on the worker's cluster
+    still have one. Tests that stop a component on purpose start it again before they end."""
+    yield
+    if "sim" not in request.fixturenames:
+        return
+    sim_dir = cluster.SimDir()
+    gone = [name for name in CONTROL_PLANE
+            if (sim_dir.pids / f"{name}.argv.json").exists() and not cluster.running_pid(sim_dir, name)]
+    if not gone:
+        return
+    said = []
+    for name in gone:
+        log = sim_dir.logs / f"{name}.log"
+        # Its flags, printed at every start, say nothing of why it ended.
+        lines = [line for line in log.read_text(errors="replace").splitlines() if "flags.go" not in line] if log.exists() else []
+        tail = lines[-15:] or ["(nothing in its log)"]
+        said.append(f"{name} exited; the end of {log}:\n" + "\n".join(tail))
+        restarted = subprocess.run([sys.executable, str(SIM_SRC / "simctl.py"), "start", name], cwd=CHECKOUT,
+                                   check=False, capture_output=True, text=True)
+        said.append(f"simctl start {name}: rc {restarted.returncode} {restarted.stdout[-500:]}{restarted.stderr[-500:]}")
+    if "kube-apiserver" in gone:
+        cluster.wait_for(lambda: cluster.api_ready(sim_dir), 60, "kube-apiserver /readyz after its restart")
+    pytest.fail("the simulated cluster's control plane did not outlive this test:\n" + "\n".join(said), pytrace=False)
 
 
 # --- running in parallel (pytest-xdist): tests/integration/parallel.py ----------------------------------------

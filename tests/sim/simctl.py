@@ -410,8 +410,11 @@ def reset_topology(sim: cluster.SimDir, topology_name: str) -> None:
     """Swap the nodes: stop the node components, remove every node and non-system pod, start the new ones."""
     topology_file = resolve_topology(topology_name)
     # The control plane is enough: the nodes are replaced anyway (so a node that died in a test is no hindrance).
-    if not (all(cluster.running_pid(sim, name) for name in CONTROL_PLANE) and cluster.api_ready(sim)):
-        raise SystemExit("[sim] the simulated cluster is not running: `make sim-up` first")
+    gone = [name for name in CONTROL_PLANE if not cluster.running_pid(sim, name)]
+    if gone:
+        raise SystemExit(f"[sim] the simulated cluster is not running ({', '.join(gone)} not running): `make sim-up` first")
+    # On a loaded machine /readyz may take longer than one probe's 2 s: wait for it, as for everything else.
+    cluster.wait_for(lambda: cluster.api_ready(sim), 30, "kube-apiserver /readyz")
     started = time.monotonic()
     stop_nodes(sim)
     from kubernetes import client  # pylint: disable=import-outside-toplevel

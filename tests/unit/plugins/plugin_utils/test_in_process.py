@@ -211,10 +211,12 @@ def test_in_process_and_module_runs_give_the_same_result(tmp_path, vllm, status,
 
 def test_an_async_task_runs_as_a_module(tmp_path, vllm):
     server = vllm(token=TOKEN)
-    text = PLAYBOOK.replace("      register: health\n", "      register: health\n      async: 30\n      poll: 1\n")
+    # async is the job's limit, not what the test measures: on a loaded machine (load 17 seen) the shipped module
+    # took longer than 30 s to start and answer, and the job was ended before it had.
+    text = PLAYBOOK.replace("      register: health\n", "      register: health\n      async: 300\n      poll: 1\n")
     output, result = run_playbook(tmp_path, server.base, sys.executable, text=text)
     assert "gpuops.scheduling.vllm_health: running as a module: async tasks run as modules" in output
-    assert result["healthy"] is True
+    assert result.get("healthy") is True, result
 
 
 def test_a_virtualenv_reached_through_a_linked_folder_is_the_same_python(tmp_path):
