@@ -28,6 +28,8 @@ from collections.abc import Mapping
 
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, StrictUndefined
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import fleet
+
 # plugins/plugin_utils/ -> the collection's root -> the role's templates, where the per-node and the fleet reports are.
 TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                          "roles", "gpu_demo", "templates")
@@ -102,3 +104,13 @@ def render(name, **data):
     if not _ENVIRONMENT:
         _ENVIRONMENT.append(_environment())
     return _ENVIRONMENT[0].get_template(name).render(**plain(data))
+
+
+def fleet_markdown(summary):
+    """A run's summary (module_utils/_gpu_demo/fleet.py fleet_summary) as Markdown."""
+    return render("fleet.md.j2", page=fleet.page(summary))
+
+
+def fleet_html(summary):
+    """A run's summary as one self-contained HTML page."""
+    return render("fleet.html.j2", page=fleet.page(summary))

@@ -422,8 +422,9 @@ def _window_report(window, start):
 
 
 def check_url(base, check_id):
-    """The link to a check's entry on the checks page: ``<base>#<check_id>`` (None without a base or an id)."""
-    if not base or not check_id:
+    """The link to a check's entry on the checks page: ``<base>#<check_id>`` (None without a base or an id, and for
+    a base that is not an http(s) URL: a report never carries a javascript: or data: link)."""
+    if not base or not check_id or not str(base).lower().startswith(("https://", "http://")):
         return None
     return "{0}#{1}".format(base, check_id)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import fleet, verdict
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_markdown
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
@@ -141,7 +142,7 @@ def test_the_summary_of_the_nodes_is_the_summary_of_the_run():
     assert [row["window"]["seconds"] if row["window"] else None for row in fleet_view["rows"]] == \
         [row["window"]["seconds"] if row["window"] else None for row in run["rows"]]
     assert fleet_view["counts"] == run["counts"]
-    assert "the nodes' last verdicts" in fleet.render_markdown(fleet_view)
+    assert "the nodes' last verdicts" in fleet_markdown(fleet_view)
 
 
 def test_never_run_stale_running_and_interrupted_nodes_are_not_results():
