@@ -483,7 +483,7 @@ def _row_view(index, row, words, lang, run_start, run_span):
         "task": row["task"],
         "checks": [dict(check, phase=_phase_name(check["phase"], lang)) for check in row["checks"]],
         "gpu_list": [{"uuid": gpu["uuid"], "name": gpu["name"]} for gpu in gpus],
-        "lanes": _lanes_drawing(row["timeline"]),
+        "lanes": _lanes_drawing(row.get("timeline")),
         # The Markdown table's link to the node's story.
         "story": quote(row["reports"]["markdown"]) if row["reports"].get("markdown") else None,
     }
