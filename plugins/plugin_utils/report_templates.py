@@ -67,7 +67,7 @@ def _md(value):
 
 
 FILTERS = {
-    "to_json": lambda value, **options: json.dumps(value, **options),
+    "to_json": json.dumps,
     "to_nice_json": lambda value, indent=4: json.dumps(value, indent=indent, sort_keys=True, separators=(",", ": "),
                                                        ensure_ascii=False),
     "combine": _combine,

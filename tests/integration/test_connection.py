@@ -96,7 +96,7 @@ def test_a_context_whose_api_server_is_unreachable_fails_naming_it(sim, tmp_path
     kubeconfig = two_contexts(sim, tmp_path / "kubeconfig", port)
     # The right kubeconfig in the environment must not rescue a wrong context given to the role.
     process, report, run_id = walk(sim, tmp_path, {"K8S_AUTH_KUBECONFIG": sim.kubeconfig},
-                                    gpu_demo_kubeconfig=str(kubeconfig), gpu_demo_context=DEAD_CONTEXT)
+                                   gpu_demo_kubeconfig=str(kubeconfig), gpu_demo_context=DEAD_CONTEXT)
     assert process.returncode != 0
     assert report["passed"] is False and report["failed_checks"] == ["node_found"], report["failed_checks"]
     detail = next(check["detail"] for check in report["checks"] if check["id"] == "node_found")

@@ -407,14 +407,14 @@ def _window_bar(row, run_start, run_span):
     if started is None or run_span <= 0:
         return None
     scale = width / run_span
-    bar = {"run": {"x": "%.1f" % ((started - run_start) * scale),
+    drawing = {"run": {"x": "%.1f" % ((started - run_start) * scale),
                    "width": "%.1f" % max((row["total_seconds"] or 0) * scale, 1.0)}, "window": None}
     window = row["window"]
     if window and window.get("start") and window.get("end"):
         start, end = _epoch(window["start"]), _epoch(window["end"])
         if start is not None and end is not None:
-            bar["window"] = {"x": "%.1f" % ((start - run_start) * scale), "width": "%.1f" % max((end - start) * scale, 1.0)}
-    return bar
+            drawing["window"] = {"x": "%.1f" % ((start - run_start) * scale), "width": "%.1f" % max((end - start) * scale, 1.0)}
+    return drawing
 
 
 def _lanes_drawing(timeline):
