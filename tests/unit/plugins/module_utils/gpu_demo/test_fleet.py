@@ -69,7 +69,7 @@ def test_every_node_has_a_row_failures_first_in_the_run_order_of_phases():
 def test_a_refused_node_names_its_phase_check_and_reason():
     row = rows(summary())["gpu-a4"]
     assert (row["phase"], row["check"], row["failed_checks"]) == ("preflight", "node_ready", ["node_ready"])
-    assert row["reason"] == "node gpu-a4 is not Ready"
+    assert row["reason"].startswith("node gpu-a4 is not Ready: ") and "kubectl describe node gpu-a4" in row["reason"]
     assert row["task"] == "Preflight | Refuse a node the demo must not touch"
     assert row["units"] is None and row["gpus"] == [] and row["window"] is None
     assert [step["state"] for step in row["steps"]] == ["failed", "skipped", "skipped", "skipped", "skipped"]
@@ -156,7 +156,7 @@ def test_markdown_in_english_and_chinese():
     english = fleet_markdown(summary())
     assert english.startswith("# GPU scheduling pre-flight: 6 node(s)\n")
     assert "**3 of 6 node(s) failed.**" in english
-    assert "| [gpu-a4](%s) | **failed** | preflight | [node_ready](%s#node_ready) | node gpu-a4 is not Ready |" % (
+    assert "| [gpu-a4](%s) | **failed** | preflight | [node_ready](%s#node_ready) | node gpu-a4 is not Ready: " % (
         NOT_READY["report_files"]["markdown"].rsplit("/", 1)[1], CHECKS_URL) in english
     chinese = fleet_markdown(summary(lang="zh"))
     assert chinese.startswith("# GPU 调度预检：6 个节点\n") and "## 按检查项汇总的失败" in chinese
@@ -217,8 +217,16 @@ def test_html_of_five_hundred_nodes_stays_small_enough_to_open():
     assert len(page) < 4 * 1024 * 1024
 
 
+def without_links(result):
+    """A report of a run that gave its checks no link (gpu_demo_checks_url empty, or a release before the links)."""
+    result = copy.deepcopy(result)
+    for check in result["checks"]:
+        check.pop("url", None)
+    return result
+
+
 def test_failed_checks_link_to_their_entry_on_the_checks_page():
-    result = summary(checks_url="https://docs.example.invalid/checks.md")
+    result = summary(checks_url="https://docs.example.invalid/checks.md", results={"gpu-a4": without_links(NOT_READY)})
     by_host = rows(result)
     assert by_host["gpu-a4"]["check_url"] == "https://docs.example.invalid/checks.md#node_ready"
     assert by_host["gpu-a4"]["checks"][0]["url"] == "https://docs.example.invalid/checks.md#node_ready"
@@ -239,7 +247,7 @@ def test_failed_checks_link_to_their_entry_on_the_checks_page():
 
 def test_no_links_without_a_checks_page_or_with_one_that_is_not_http():
     for base in (None, "", "javascript:alert(1)", "data:text/html,x"):
-        result = summary(checks_url=base)
+        result = summary(checks_url=base, results={"gpu-a4": without_links(NOT_READY)})
         assert rows(result)["gpu-a4"]["check_url"] is None
         assert all(group["url"] is None for group in result["by_check"])
         assert "javascript:" not in fleet_html(result) and "](" not in fleet_markdown(result).split("## Nodes")[0]
@@ -249,9 +257,10 @@ def test_the_allocation_path_of_each_node_is_in_the_table_and_its_drawing():
     dra = copy.deepcopy(PASSED)
     dra["allocation"] = "dra_extended_resource"
     plain = copy.deepcopy(PASSED)
-    plain["before"]["allocation"] = "device_plugin"
+    plain["allocation"] = "device_plugin"
     claims = copy.deepcopy(PASSED)
-    claims["before"]["allocation"] = "dra"
+    claims["allocation"] = None
+    claims["before"]["allocation"] = "dra"   # a report of a release before the extended-resource path was told apart
     result = summary(hosts=["gpu-a2", "dra-a", "dra-b"], results={"gpu-a2": plain, "dra-a": dra, "dra-b": claims})
     assert [rows(result)[host]["allocation"] for host in ("gpu-a2", "dra-a", "dra-b")] == [
         "device_plugin", "dra_extended_resource", "dra"]
