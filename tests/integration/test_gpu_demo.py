@@ -104,6 +104,7 @@ def test_default_topology_walkthrough(sim, topology, tmp_path):
     run = run_demo(sim, tmp_path)
     assert_clean_pass(run)
     result = run.result
+    assert result["allocation"] == "device_plugin" and "GPUs through the device plugin" in run.svg.read_text()
     assert result["hold"]["distinct_uuids"] == [SEED_UUID]
     assert result["queue"]["evidence"]["uuids"] == [SEED_UUID]
     assert result["before"]["allocatable"] == 1 and result["during"]["free"] == 0
@@ -229,6 +230,7 @@ def test_busy_node_is_refused_and_nothing_is_created(sim, topology, tmp_path):
 def test_node_without_gpus_is_a_clear_error(sim, topology, tmp_path):
     topology("no-gpu")
     run = run_demo(sim, tmp_path)
+    assert run.result["allocation"] is None   # no way to GPUs on a node without any
     assert run.rc != 0
     assert run.result["failed_checks"] == ["node_found"]
     assert "node prod102 advertises none of nvidia.com/gpu" in run.result["failure"]["message"]
