@@ -244,8 +244,9 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
         row.update(
             node=result.get("node") or host, resource=result.get("resource"), run_id=result.get("run_id"),
             # device_plugin, dra (the run's ResourceClaims) or dra_extended_resource (claims the scheduler made for plain
-            # extended resource requests); a report of an earlier release says only device_plugin or dra.
-            allocation=result.get("allocation") or (result.get("before") or {}).get("allocation"),
+            # extended resource requests), none on a node without GPUs; a report of an earlier release has only the
+            # before-state's device_plugin or dra.
+            allocation=result["allocation"] if "allocation" in result else (result.get("before") or {}).get("allocation"),
             failed_checks=[check.get("id") for check in failed],
             units=hold.get("units_seen") if hold.get("units_seen") else (plan.get("units") if row["status"] == "checked" else None),
             gpus=_gpus(result), window=_window(result), vllm=_vllm(result),

@@ -259,7 +259,7 @@ def test_the_allocation_path_of_each_node_is_in_the_table_and_its_drawing():
     plain = copy.deepcopy(PASSED)
     plain["allocation"] = "device_plugin"
     claims = copy.deepcopy(PASSED)
-    claims["allocation"] = None
+    del claims["allocation"]
     claims["before"]["allocation"] = "dra"   # a report of a release before the extended-resource path was told apart
     result = summary(hosts=["gpu-a2", "dra-a", "dra-b"], results={"gpu-a2": plain, "dra-a": dra, "dra-b": claims})
     assert [rows(result)[host]["allocation"] for host in ("gpu-a2", "dra-a", "dra-b")] == [
