@@ -105,3 +105,19 @@ def test_a_context_whose_api_server_is_unreachable_fails_naming_it(sim, tmp_path
     # Nothing was written: no pod, no lock (walk() checked), no verdict of this run on the node.
     annotations = json.loads(sim.kubectl("get", "node", NODE, "-o", "json").stdout)["metadata"]["annotations"]
     assert run_id not in annotations.get("gpuops.scheduling/gpu-preflight-report", "")
+
+
+def test_the_read_only_entry_point_gets_the_connection_too(sim, tmp_path):
+    # tasks_from: preflight (a provisioning play's read-only gate) is not wrapped by main.yml: its own block says it.
+    sim.use_topology("default")
+    kubeconfig = two_contexts(sim, tmp_path / "kubeconfig", closed_loopback_port())
+    playbook = tmp_path / "gate.yml"
+    playbook.write_text(json.dumps([{"hosts": "gpu_nodes", "gather_facts": False, "tasks": [
+        {"name": "Pre-flight only", "ansible.builtin.include_role": {"name": "gpuops.scheduling.gpu_demo",
+                                                                      "tasks_from": "preflight"}}]}]))
+    inventory = write_inventory(tmp_path, sim, gpu_demo_kubeconfig=str(kubeconfig), gpu_demo_context=GOOD_CONTEXT)
+    home = tmp_path / "home"
+    home.mkdir()
+    process = run_playbook(inventory, run_env(sim, HOME=home), playbook=str(playbook))
+    assert process.returncode == 0, tail(process)
+    assert "ok=" in tail(process) and "failed=0" in tail(process)
