@@ -112,9 +112,9 @@ def test_the_read_only_entry_point_gets_the_connection_too(sim, tmp_path):
     sim.use_topology("default")
     kubeconfig = two_contexts(sim, tmp_path / "kubeconfig", closed_loopback_port())
     playbook = tmp_path / "gate.yml"
-    playbook.write_text(json.dumps([{"hosts": "gpu_nodes", "gather_facts": False, "tasks": [
-        {"name": "Pre-flight only", "ansible.builtin.include_role": {"name": "gpuops.scheduling.gpu_demo",
-                                                                      "tasks_from": "preflight"}}]}]))
+    include = {"name": "gpuops.scheduling.gpu_demo", "tasks_from": "preflight"}
+    playbook.write_text(json.dumps([{"hosts": "gpu_nodes", "gather_facts": False,
+                                     "tasks": [{"name": "Pre-flight only", "ansible.builtin.include_role": include}]}]))
     inventory = write_inventory(tmp_path, sim, gpu_demo_kubeconfig=str(kubeconfig), gpu_demo_context=GOOD_CONTEXT)
     home = tmp_path / "home"
     home.mkdir()

@@ -409,7 +409,7 @@ def _window_bar(row, run_start, run_span):
         return None
     scale = width / run_span
     drawing = {"run": {"x": "%.1f" % ((started - run_start) * scale),
-                   "width": "%.1f" % max((row["total_seconds"] or 0) * scale, 1.0)}, "window": None}
+                       "width": "%.1f" % max((row["total_seconds"] or 0) * scale, 1.0)}, "window": None}
     window = row["window"]
     if window and window.get("start") and window.get("end"):
         start, end = _epoch(window["start"]), _epoch(window["end"])
