@@ -66,7 +66,7 @@ test: setup ## Everything CI runs: lint, sanity, unit, integration, test-newest,
 demo: sim-up ## The main job on the simulated cluster: playbooks/gpu_demo.yml -i inventory/sim
 	@ansible-playbook playbooks/gpu_demo.yml -i inventory/sim
 
-report-example: sim-up browser ## docs/report-example/fleet/: the summary of a mixed 10-node parallel run, and its screenshots
+report-example: sim-up browser ## docs/report-example/: one node's reports (en, zh), the summary of a mixed 10-node parallel run, its screenshots
 	@$(PY) tests/report_example.py
 
 bench: sim-up ## Benchmarks; results in bench/results/

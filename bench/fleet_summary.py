@@ -27,6 +27,8 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 sys.path.insert(0, str(CHECKOUT / ".collections"))
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import fleet  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import (  # noqa: E402  pylint: disable=wrong-import-position
+    fleet_html, fleet_markdown)
 
 FIXTURES = CHECKOUT / "tests" / "unit" / "fixtures" / "gpu_demo_results"
 NODES = 500
@@ -47,8 +49,8 @@ def pure(count: int) -> dict:
     for _repeat in range(REPEATS):
         started = time.perf_counter()
         summary = fleet.fleet_summary(list(data), data, {}, run_id="bench", report_dir="/tmp/reports")
-        sizes = {"json": len(fleet.render_json(summary)), "markdown": len(fleet.render_markdown(summary)),
-                 "html": len(fleet.render_html(summary))}
+        sizes = {"json": len(fleet.render_json(summary)), "markdown": len(fleet_markdown(summary)),
+                 "html": len(fleet_html(summary))}
         times.append(time.perf_counter() - started)
     return {"nodes": count, "seconds": statistics.median(times), "bytes": sizes}
 

@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The summary of a gpu_demo run over many nodes, written on the controller (JSON, Markdown, HTML).
 
-Thin: the rows, counts and pages come from module_utils/_gpu_demo/fleet.py; the files are written as report_files
+Thin: the rows, counts and what the pages show come from module_utils/_gpu_demo/fleet.py, the pages from the role's
+templates fleet.md.j2 and fleet.html.j2 (plugin_utils/report_templates.py); the files are written as report_files
 writes them (atomically, nothing in check mode).
 """
 
@@ -32,11 +33,11 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.fleet 
     failure_sentence,
     fleet_summary,
     machine_readable,
-    render_html,
     render_json,
-    render_markdown,
 )
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import verdict_of_row
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
 ARGUMENT_SPEC = dict(
     dir=dict(type="path", required=True),
@@ -51,6 +52,7 @@ ARGUMENT_SPEC = dict(
     job=dict(type="str"),
     lang=dict(type="str", default="en", choices=["en", "zh"]),
     write=dict(type="bool", default=True),
+    checks_url=dict(type="str", default=CHECKS_URL),
 )
 FILE_MODE = 0o644
 
@@ -94,7 +96,7 @@ class ActionModule(ActionBase):
         try:
             summary = fleet_summary(args["hosts"], results=results, failures=failures, run_id=run_id,
                                     mode=args["mode"], report_dir=directory, generated_at=generated, lang=args["lang"],
-                                    not_run_reasons=args["not_run_reasons"])
+                                    not_run_reasons=args["not_run_reasons"], checks_url=args["checks_url"] or None)
             now = time.time()
             verdicts = dict((row["host"], verdict_of_row(row, now, job=args["job"]))
                             for row in summary["rows"] if row["status"] in ("passed", "failed"))
@@ -110,8 +112,8 @@ class ActionModule(ActionBase):
         try:
             planned = plan_files(directory, [
                 {"name": base + ".json", "content": render_json(summary)},
-                {"name": base + ".md", "content": render_markdown(summary)},
-                {"name": base + ".html", "content": render_html(summary)},
+                {"name": base + ".md", "content": fleet_markdown(summary)},
+                {"name": base + ".html", "content": fleet_html(summary)},
             ])
         except ReportFilesError as error:
             raise AnsibleActionFail(to_native(error))

@@ -22,10 +22,12 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
     demo_timeline,
     hold_evidence,
     hold_summary,
+    link_failed_checks,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import judge_walk
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
 
 
 def _require_settings(name, required, settings):
@@ -138,6 +140,24 @@ def gpu_demo_fleet_verdicts(nodes, verdicts=None, hosts=None, max_age=86400, max
     return {"hosts": names, "results": results, "not_run_reasons": reasons}
 
 
+def gpu_demo_check_links(checks, base):
+    """The run's checks -> the same, each failed one with the URL of its entry on the checks page."""
+    if not isinstance(checks, list) or base is not None and not isinstance(base, str):
+        raise AnsibleFilterError("gpu_demo_check_links: expects the run's checks (a list) and the checks page's URL (a string)")
+    return link_failed_checks(checks, base)
+
+
+def gpu_demo_report(result, template):
+    """The run's result -> the text of one of the role's report templates (plugin_utils/report_templates.py)."""
+    if not isinstance(result, dict):
+        raise AnsibleFilterError("gpu_demo_report: expects the run's result (a dict)")
+    try:
+        return render(template, _gpu_demo_result=result)
+    except Exception as error:  # pylint: disable=broad-except
+        # A template's error (a missing template, a value it cannot print) names the template.
+        raise AnsibleFilterError("gpu_demo_report: cannot render {0}: {1}".format(template, error)) from error
+
+
 class FilterModule(object):
     """The gpu_demo role's private filters."""
 
@@ -152,4 +172,6 @@ class FilterModule(object):
             "gpu_demo_cleanup": gpu_demo_cleanup,
             "gpu_demo_run_claims": gpu_demo_run_claims,
             "gpu_demo_fleet_verdicts": gpu_demo_fleet_verdicts,
+            "gpu_demo_check_links": gpu_demo_check_links,
+            "gpu_demo_report": gpu_demo_report,
         }

@@ -96,6 +96,13 @@ options:
     type: str
     choices: [en, zh]
     default: en
+  checks_url:
+    description:
+      - The page that explains every check, as an absolute URL; each failed check links to V(<checks_url>#<check id>)
+        in the pages, the returned summary (C(url) of each group and row check) and the AWX statistics. Empty for no
+        links. The role's O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_checks_url).
+    type: str
+    default: https://example.invalid/gpuops/scheduling/blob/main/docs/checks.md
   write:
     description:
       - Write the files; with V(false) the summary is only returned (the role's O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_write_report)).

@@ -63,6 +63,14 @@ def test_the_walkthrough_through_dra_passes_and_leaves_nothing(sim, tmp_path, re
     assert run.rc == 0, run.output[-3000:]
     assert all(check["passed"] for check in run.result["checks"]), run.result["checks"]
     assert run.result["before"]["allocation"] == "dra"
+    # The reports say which way: the run's claims, or the scheduler's for a plain extended resource request.
+    path = {"claim": "dra", "extended_resource": "dra_extended_resource"}[request_kind]
+    assert run.result["allocation"] == path
+    words = {"dra": "GPUs through DRA (ResourceClaims of the run)",
+             "dra_extended_resource": "GPUs through DRA (an extended resource: ResourceClaims made by the scheduler)"}[path]
+    assert words in run.svg.read_text()
+    assert ("ResourceClaims the scheduler makes for their plain extended resource requests" in run.markdown.read_text()) == (
+        path == "dra_extended_resource")
     # The queue pod waited with the scheduler's own DRA refusal, while the hold's claim had the GPU.
     assert "cannot allocate all claims" in run.check("queue_insufficient")["detail"]
     claim = "gpu-demo-hold-gpu-" if request_kind == "claim" else "gpu-demo-hold-extended-resources-"

@@ -16,6 +16,8 @@ from safety_helpers import closed_loopback_port
 from test_gpu_demo import MANAGED
 
 HOSTILE = "<script>document.title='pwned'</script>"
+# The page each failed check links to (gpu_demo_checks_url), here another than the default.
+CHECKS = "https://docs.example.invalid/gpuops/checks.md"
 
 
 def recap(stdout: str) -> dict:
@@ -34,7 +36,8 @@ def fleet_inventory(sim, directory, run_id, hosts):
     inventory.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts, "vars": {
         "ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
         "gpu_demo_kubeconfig": sim.kubeconfig, "gpu_demo_vllm_health_url": sim.health_url,
-        "gpu_demo_report_dir": str(directory / "reports"), "gpu_demo_run_id": run_id, "gpu_demo_timeout": 30}}},
+        "gpu_demo_report_dir": str(directory / "reports"), "gpu_demo_run_id": run_id, "gpu_demo_timeout": 30,
+        "gpu_demo_checks_url": CHECKS}}},
         sort_keys=False))
     return str(inventory)
 
@@ -98,6 +101,18 @@ def test_parallel_run_writes_one_summary_whose_counts_are_the_recap(sim, paralle
     # Handed to AWX (set_stats), and the failed nodes named in the job's output.
     assert "CUSTOM STATS" in process.stdout and "gpu_demo_fleet" in process.stdout.split("CUSTOM STATS")[-1]
     assert "GPU scheduling demo on gpu-a4 failed: node_ready" in process.stdout
+    # Each failed check links to its entry: in the summary (and so in AWX's statistics), its pages, the node's reports.
+    link = CHECKS + "#node_ready"
+    assert rows["gpu-a4"]["check_url"] == link and rows["gpu-a4"]["checks"][0]["url"] == link
+    assert next(group for group in summary["by_check"] if group["check"] == "node_ready")["url"] == link
+    assert link in process.stdout.split("CUSTOM STATS")[-1]
+    assert f"[node_ready]({link})" in (reports / f"gpu-demo-fleet-{run_id}.md").read_text()
+    assert f'href="{link}"' in parallel_run["html"].read_text()
+    node_report = json.loads((reports / rows["gpu-a4"]["reports"]["json"]).read_text())
+    assert [check["url"] for check in node_report["checks"] if not check["passed"]] == [link]
+    assert f"[node_ready]({link})" in (reports / rows["gpu-a4"]["reports"]["markdown"]).read_text()
+    # Which way each node's GPUs come: the fleet's nodes all have a device plugin.
+    assert rows["gpu-a2"]["allocation"] == "device_plugin"
     assert not sim.kubectl("get", "pods", "-A", "-l", MANAGED, "-o", "name").stdout.split()
 
 
@@ -111,7 +126,8 @@ def test_summary_page_in_chromium_lists_failures_first_with_their_reasons(parall
     cells = dict((host, re.sub(r"<[^>]+>", " ", text)) for _status, host, text in rows)
     assert "node gpu-a4 is not Ready" in cells["gpu-a4"] and "node_ready" in cells["gpu-a4"]
     assert "cordoned" in cells["gpu-a3"] and "inference/llm-a1-0" in cells["gpu-a1"]
-    assert "2 × NVIDIA H20" in cells["gpu-a2"]
+    assert "2 × NVIDIA H20" in cells["gpu-a2"] and "device plugin" in cells["gpu-a2"]
+    assert re.search(r'<a href="%s#node_ready"[^>]*><code>node_ready</code></a>' % re.escape(CHECKS), dom)
     # The value from bad input is text on the page, not a script that ran: the page's own script is the only one.
     assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in dom
     assert dom.count("<script") == 1 and "<title>pwned" not in dom

@@ -15,6 +15,8 @@ import xml.dom.minidom
 from pathlib import Path
 
 import pytest
+import yaml
+from examples import matches_example
 
 # Each test sets up the cluster it needs (its own topology first): any worker may run it (conftest.py).
 pytestmark = pytest.mark.independent
@@ -22,6 +24,8 @@ pytestmark = pytest.mark.independent
 SEED_UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
 NAMESPACE = "gpu-operator"
 MANAGED = "app.kubernetes.io/managed-by=gpuops.scheduling"
+CHECKS_URL = yaml.safe_load((Path(__file__).resolve().parents[2] / "roles" / "gpu_demo" / "defaults" / "main.yml")
+                            .read_text())["gpu_demo_checks_url"]
 
 
 def ledger(sim, node: str = "prod102") -> dict:
@@ -100,6 +104,7 @@ def test_default_topology_walkthrough(sim, topology, tmp_path):
     run = run_demo(sim, tmp_path)
     assert_clean_pass(run)
     result = run.result
+    assert result["allocation"] == "device_plugin" and "GPUs through the device plugin" in run.svg.read_text()
     assert result["hold"]["distinct_uuids"] == [SEED_UUID]
     assert result["queue"]["evidence"]["uuids"] == [SEED_UUID]
     assert result["before"]["allocatable"] == 1 and result["during"]["free"] == 0
@@ -132,6 +137,8 @@ def test_chinese_report(sim, topology, tmp_path):
     markdown = run.markdown.read_text()
     assert "第一个任务：占住名额" in markdown and "调度器的原话" in markdown
     assert "0/1 nodes are available: 1 Insufficient nvidia.com/gpu." in markdown
+    # docs/report-example shows what the current code writes for this run (make report-example).
+    matches_example(run.result, markdown, "zh")
 
 
 def test_four_gpus_hold_takes_four_and_queue_gets_one_of_them(sim, topology, tmp_path):
@@ -144,6 +151,7 @@ def test_four_gpus_hold_takes_four_and_queue_gets_one_of_them(sim, topology, tmp
     assert run.result["during"]["free"] == 0 and run.result["during"]["requested"] == 4
     queue_uuids = run.result["queue"]["evidence"]["uuids"]
     assert len(queue_uuids) == 1 and queue_uuids[0] in hold["distinct_uuids"]
+    matches_example(run.result, run.markdown.read_text(), "en-4gpus")
 
 
 def test_four_gpus_in_one_pod(sim, topology, tmp_path):
@@ -222,6 +230,7 @@ def test_busy_node_is_refused_and_nothing_is_created(sim, topology, tmp_path):
 def test_node_without_gpus_is_a_clear_error(sim, topology, tmp_path):
     topology("no-gpu")
     run = run_demo(sim, tmp_path)
+    assert run.result["allocation"] is None   # no way to GPUs on a node without any
     assert run.rc != 0
     assert run.result["failed_checks"] == ["node_found"]
     assert "node prod102 advertises none of nvidia.com/gpu" in run.result["failure"]["message"]
@@ -293,7 +302,11 @@ def test_failure_mid_run_deletes_every_pod_and_names_the_failed_check(sim, topol
         # the blocker still holds the unit: the node is not as it was found, and the report says so
         assert not run.check("ledger_restored")["passed"]
         assert demo_pods(sim) == []
-        assert "queue_ran_on_node" in run.markdown.read_text()
+        # The failed check links to its entry on the checks page (gpu_demo_checks_url, the default here).
+        link = CHECKS_URL + "#queue_ran_on_node"
+        assert run.check("queue_ran_on_node")["url"] == link
+        assert "url" not in run.check("run_pods_gone")
+        assert f"[queue_ran_on_node]({link})" in run.markdown.read_text()
     finally:
         stop.set()
         sim.kubectl("delete", "pod", "-n", "default", "it-blocker", "--ignore-not-found", "--wait=true")

@@ -6,12 +6,13 @@
 # Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
 # without notice. Do not use it from other collections, roles or standalone modules.
 
-"""One summary for a run of playbooks/gpu_demo.yml over many nodes: every node's row, then Markdown and HTML.
+"""One summary for a run of playbooks/gpu_demo.yml over many nodes: every node's row, and what its pages show.
 
 ``fleet_summary`` takes what the play left per node (the role's result, or the play's own failure record when the
 node failed before its report) and returns plain data: counts, failures grouped by check, one row per node, failures
-first. ``render_markdown`` and ``render_html`` print it. Everything from the cluster (node names, messages) is
-escaped in the HTML; the page needs no server and loads nothing.
+first. ``page`` prepares what the Markdown and HTML pages show (texts, numbers, the drawings' geometry); the templates
+fleet.md.j2 and fleet.html.j2 of the role put it on the page (plugins/plugin_utils/report_templates.py, which escapes
+every value in the HTML). ``render_json`` writes the machine-readable file.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,7 +20,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
-import html
 import json
 import time
 import posixpath
@@ -28,6 +28,8 @@ try:
     from urllib.parse import quote
 except ImportError:  # pragma: no cover - Python 2 is not supported by the collection, this keeps sanity's import test quiet
     from urllib import quote
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL, check_url
 
 STATUSES = ("failed", "not_run", "checked", "passed")
 # serial / parallel: one run's nodes; verdicts: the fleet's state, read from the Nodes (or the jobs' statistics).
@@ -60,6 +62,8 @@ TEXT = {
         "step_failed": "failed", "step_skipped": "not reached", "filter": "Filter", "only_failures": "failures only",
         "sort_hint": "Failures first; click a column to sort.", "read_on_node": "on the node", "read_in_hold": "in the hold pods",
         "back": "back to the table", "no_report": "no per-node report (the node failed before it)",
+        "allocation": "GPUs through", "allocation_device_plugin": "device plugin", "allocation_dra": "DRA",
+        "allocation_dra_extended_resource": "DRA (extended resource)", "check_help": "what this check proves, and what to do",
     },
     "zh": {
         "title": "GPU 调度预检：{nodes} 个节点",
@@ -80,6 +84,8 @@ TEXT = {
         "step_failed": "未通过", "step_skipped": "未进行", "filter": "筛选", "only_failures": "只看未通过",
         "sort_hint": "未通过的排在前面；点列名排序。", "read_on_node": "在节点上读取", "read_in_hold": "在占卡 Pod 里读取",
         "back": "回到表格", "no_report": "没有单节点报告（节点在报告之前就失败了）",
+        "allocation": "分配方式", "allocation_device_plugin": "设备插件", "allocation_dra": "DRA",
+        "allocation_dra_extended_resource": "DRA（扩展资源）", "check_help": "这项检查证明什么、未通过时怎么办",
     },
 }
 
@@ -202,16 +208,18 @@ def _lanes(result):
             "window": [window.get("start_offset"), window.get("end_offset")] if window else None}
 
 
-def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=None, lang="en"):
+def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=None, lang="en", checks_url=CHECKS_URL):
     """One node's row: its status, where and why it failed, what it held and saw.
 
     ``result`` is the role's result for the node (``_gpu_demo_result``: the per-node JSON report), ``failure`` the
     play's record {task, message} of a failure that happened outside the role's own report (bad input, for one),
-    ``not_run_reason`` why a node without either never ran.
+    ``not_run_reason`` why a node without either never ran. Each failed check links to its entry on the checks
+    page: the URL the run's report gave it, else ``checks_url#<id>``.
     """
     words = _text(lang)
     row = {"host": host, "node": host, "status": "not_run", "phase": None, "check": None, "failed_checks": [],
-           "reason": None, "message": None, "task": None, "resource": None, "allocation": None, "run_id": None, "units": None, "gpus": [], "window": None,
+           "check_url": None, "reason": None, "message": None, "task": None, "resource": None, "allocation": None, "run_id": None,
+           "units": None, "gpus": [], "window": None,
            "vllm": {"checked": False, "before": None, "after": None, "healthy_before": None, "healthy_after": None},
            "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "checks": [],
            "steps": [], "timeline": None}
@@ -235,8 +243,10 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
         files = result.get("report_files") or {}
         row.update(
             node=result.get("node") or host, resource=result.get("resource"), run_id=result.get("run_id"),
-            # device_plugin, or dra: the node's GPUs came through ResourceClaims (the per-node report has the claims).
-            allocation=(result.get("before") or {}).get("allocation"),
+            # device_plugin, dra (the run's ResourceClaims) or dra_extended_resource (claims the scheduler made for plain
+            # extended resource requests), none on a node without GPUs; a report of an earlier release has only the
+            # before-state's device_plugin or dra.
+            allocation=result["allocation"] if "allocation" in result else (result.get("before") or {}).get("allocation"),
             failed_checks=[check.get("id") for check in failed],
             units=hold.get("units_seen") if hold.get("units_seen") else (plan.get("units") if row["status"] == "checked" else None),
             gpus=_gpus(result), window=_window(result), vllm=_vllm(result),
@@ -244,8 +254,10 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
             total_seconds=_seconds((result.get("durations") or {}).get("total")),
             reports={kind: _relative(path, report_dir) for kind, path in sorted(files.items()) if path},
             # The failed ones only: the per-node report has every check.
-            checks=[{"id": check.get("id"), "phase": check.get("phase"), "detail": check.get("detail")} for check in failed],
+            checks=[{"id": check.get("id"), "phase": check.get("phase"), "detail": check.get("detail"),
+                     "url": check.get("url") or check_url(checks_url, check.get("id"))} for check in failed],
             steps=_steps(result, row["phase"]), timeline=_lanes(result))
+        row["check_url"] = row["checks"][0]["url"] if row["checks"] else None
     elif isinstance(failure, dict) and failure:
         row.update(status="failed", phase=phase_of_task(failure.get("task")), task=failure.get("task"),
                    reason=failure.get("message") or "error", message=failure.get("message"))
@@ -267,14 +279,15 @@ def _sort_key(row):
 
 
 def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel", report_dir=None, generated_at=None,
-                  lang="en", not_run_reasons=None):
+                  lang="en", not_run_reasons=None, checks_url=CHECKS_URL):
     """Every node of a run -> {run_id, counts, by_check, rows (failures first), ...}.
 
     ``hosts``: the inventory hosts the run targeted, in the play's order; ``results``: {host: the role's result or
     None}; ``failures``: {host: {task, message} or None} for nodes that failed outside the role's report.
     In a one-node-at-a-time run (``mode`` serial) the play stops at the first failed node: the nodes after it have no
     result and are "not run", naming that node. ``not_run_reasons``: {host: why it has no result} (a summary made from
-    the Nodes' verdicts: never pre-flighted, stale, interrupted).
+    the Nodes' verdicts: never pre-flighted, stale, interrupted). ``checks_url``: the checks page, which each failed
+    check links to (none: no links).
     """
     if mode not in MODES:
         raise ValueError("mode must be one of %s, not %r" % (", ".join(MODES), mode))
@@ -284,7 +297,8 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
         reason = (not_run_reasons or {}).get(host)
         if mode == "serial" and first_failed is not None:
             reason = words["not_run_serial"].format(node=first_failed)
-        row = node_row(host, results.get(host), failures.get(host), not_run_reason=reason, report_dir=report_dir, lang=lang)
+        row = node_row(host, results.get(host), failures.get(host), not_run_reason=reason, report_dir=report_dir, lang=lang,
+                       checks_url=checks_url)
         if row["status"] == "failed" and first_failed is None:
             first_failed = host
         rows.append(row)
@@ -298,7 +312,7 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
         if row["status"] == "failed":
             key = (row["phase"], row["check"] or "")
             groups.setdefault(key, []).append(row["host"])
-    by_check = [{"phase": phase, "check": check or None, "count": len(nodes), "nodes": nodes}
+    by_check = [{"phase": phase, "check": check or None, "url": check_url(checks_url, check), "count": len(nodes), "nodes": nodes}
                 for (phase, check), nodes in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))]
     started = sorted(row["started_at"] for row in rows if row["started_at"])
     return {"run_id": run_id, "mode": mode, "lang": lang if lang in TEXT else "en", "generated_at": generated_at,
@@ -313,11 +327,14 @@ def machine_readable(summary):
     return dict(summary, rows=rows)
 
 
-# -- Markdown ---------------------------------------------------------------------------------------------------------
+# -- What the pages show (templates fleet.md.j2 and fleet.html.j2 put it on the page) -----------------------------------
 
-def _md(text):
-    """A table cell: one line, pipes escaped."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ").strip()
+COLORS = {"pending": "#c9ced6", "unschedulable": "#f0a04b", "starting": "#9ec5ef", "running": "#2f7fd3",
+          "succeeded": "#3aa55d", "failed": "#d1453b", "terminating": "#8a6fc9"}
+STATUS_COLORS = {"failed": "#d1453b", "not_run": "#8a8f98", "checked": "#2f7fd3", "passed": "#3aa55d"}
+STATUS_BAR = (600, 18)
+WINDOW_BAR = (80, 12)
+LANES = (520, 16, 200)
 
 
 def _gpu_text(gpus):
@@ -347,142 +364,8 @@ def _window_text(window):
     return "%.2f s" % window["seconds"] if window and window.get("seconds") is not None else "-"
 
 
-def render_markdown(summary):
-    """The summary for people, in the language of ``summary['lang']`` (the per-node reports' style)."""
-    lang = summary["lang"]
-    words, counts = _text(lang), summary["counts"]
-    lines = ["# " + words["title"].format(nodes=counts["nodes"]), ""]
-    if counts["failed"]:
-        lines.append("**" + words["verdict_bad"].format(failed=counts["failed"], nodes=counts["nodes"]) + "**")
-    elif counts["checked"] and not counts["passed"]:
-        lines.append("**" + words["verdict_check"] + "**")
-    elif not counts["not_run"]:
-        lines.append("**" + words["verdict_ok"] + "**")
-    lines += ["", "| | |", "|---|---|",
-              "| %s | `%s` |" % (words["run"], _md(summary["run_id"])),
-              "| %s | %s |" % (words["mode"], words[summary["mode"]]),
-              "| %s | %s |" % (words["generated"], _md(summary["generated_at"] or "-"))]
-    lines += ["| %s | %d |" % (words[status], counts[status]) for status in STATUSES if counts[status]]
-    if summary["by_check"]:
-        lines += ["", "## " + words["by_check"], "",
-                  "| %s | %s | %s | %s |" % (words["phase"], words["check"], words["count"], words["examples"]),
-                  "|---|---|---|---|"]
-        for group in summary["by_check"]:
-            lines.append("| %s | %s | %d | %s |" % (_md(_phase_name(group["phase"], lang)), _md(group["check"] or "-"),
-                                                    group["count"], _md(", ".join(group["nodes"][:5]))))
-    lines += ["", "## " + words["nodes"], "",
-              "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                  words["node"], words["status"], words["phase"], words["check"], words["reason"], words["units"],
-                  words["gpus"], words["window"], words["vllm"], words["memory"]),
-              "|---|---|---|---|---|---|---|---|---|---|"]
-    for row in summary["rows"]:
-        story = row["reports"].get("markdown")
-        node = "[%s](%s)" % (_md(row["host"]), quote(story)) if story else _md(row["host"])
-        status = words[row["status"]]
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            node, "**%s**" % status if row["status"] == "failed" else status,
-            _md(_phase_name(row["phase"], lang)) if row["phase"] else "-", _md(row["check"] or "-"),
-            _md(row["reason"] or "-"), "-" if row["units"] is None else row["units"], _md(_gpu_text(row["gpus"]) or "-"),
-            _window_text(row["window"]), _md(_vllm_text(row["vllm"], words)),
-            _md(_memory_text(row["memory_outside_ledger"], words))))
-    return "\n".join(lines) + "\n"
-
-
-# -- HTML -------------------------------------------------------------------------------------------------------------
-
-def _e(value):
-    """Escape for HTML text and attribute values (quotes too)."""
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _href(path):
-    """A relative link to a per-node file: percent-encoded, so nothing in a name can leave the attribute or become a
-    javascript: URL."""
-    return _e(quote(path, safe="/"))
-
-
-COLORS = {"pending": "#c9ced6", "unschedulable": "#f0a04b", "starting": "#9ec5ef", "running": "#2f7fd3",
-          "succeeded": "#3aa55d", "failed": "#d1453b", "terminating": "#8a6fc9"}
-STATUS_COLORS = {"failed": "#d1453b", "not_run": "#8a8f98", "checked": "#2f7fd3", "passed": "#3aa55d"}
-
-CSS = """
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans","Noto Sans CJK SC",sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
-header{background:#1d2330;color:#fff;padding:16px 24px}header h1{margin:0 0 4px;font-size:20px}header p{margin:0;color:#c9ced6}
-main{padding:16px 24px}.tiles{display:flex;gap:12px;flex-wrap:wrap;margin:0 0 12px}
-.tile{background:#fff;border-radius:6px;padding:8px 14px;border-left:6px solid #999;min-width:110px}
-.tile b{display:block;font-size:22px}.tile.failed{border-color:#d1453b}.tile.passed{border-color:#3aa55d}
-.tile.not_run{border-color:#8a8f98}.tile.checked{border-color:#2f7fd3}.tile.nodes{border-color:#1d2330}
-section.box{background:#fff;border-radius:6px;padding:12px 16px;margin:0 0 16px}h2{font-size:16px;margin:0 0 8px}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #e3e6ea;vertical-align:top}
-th{background:#eef0f3;position:sticky;top:0;cursor:pointer;white-space:nowrap;user-select:none}
-th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
-td.reason{min-width:14em;max-width:34em;overflow-wrap:break-word}#nodes td:first-child,#nodes td.nowrap{white-space:nowrap}
-#nodes{font-size:13px}td.num{text-align:right;white-space:nowrap}
-.badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-size:12px;white-space:nowrap}
-.badge.failed{background:#d1453b}.badge.passed{background:#3aa55d}.badge.not_run{background:#8a8f98}.badge.checked{background:#2f7fd3}
-tr.failed td{background:#fff5f4}code{font-size:12px}.muted{color:#6b7280}.tools{margin:0 0 8px;display:flex;gap:16px;align-items:center}
-details.node{background:#fff;border-radius:6px;margin:0 0 6px;padding:6px 12px}details.node summary{cursor:pointer}
-details.node:target{outline:2px solid #2f7fd3}.steps span{display:inline-block;margin:2px 6px 2px 0;padding:1px 8px;border-radius:4px;font-size:12px}
-.step-ok{background:#e3f4e8}.step-failed{background:#fbe1de}.step-skipped{background:#eef0f3;color:#6b7280}
-.table-wrap{max-height:75vh;overflow:auto}
-"""
-
-# Inline, no external script: sort a column on click (numbers by data-v), filter rows by text and status.
-SCRIPT = """
-(function(){
-var table=document.getElementById('nodes'),body=table.tBodies[0];
-function value(row,index){var cell=row.cells[index];var v=cell.getAttribute('data-v');return v===null?cell.textContent.trim().toLowerCase():v;}
-Array.prototype.forEach.call(table.tHead.rows[0].cells,function(th,index){th.addEventListener('click',function(){
- var ascending=th.getAttribute('aria-sort')!=='ascending';
- Array.prototype.forEach.call(table.tHead.rows[0].cells,function(other){other.removeAttribute('aria-sort');});
- th.setAttribute('aria-sort',ascending?'ascending':'descending');
- var rows=Array.prototype.slice.call(body.rows),numeric=th.getAttribute('data-type')==='num';
- rows.sort(function(a,b){var x=value(a,index),y=value(b,index);
-  if(numeric){x=x===''?-1:parseFloat(x);y=y===''?-1:parseFloat(y);}
-  return (x<y?-1:x>y?1:0)*(ascending?1:-1);});
- rows.forEach(function(row){body.appendChild(row);});});});
-var text=document.getElementById('filter'),only=document.getElementById('only-failures');
-function apply(){var needle=text.value.toLowerCase();Array.prototype.forEach.call(body.rows,function(row){
- var show=(!only.checked||row.classList.contains('failed'))&&(!needle||row.textContent.toLowerCase().indexOf(needle)>=0);
- row.style.display=show?'':'none';});}
-text.addEventListener('input',apply);only.addEventListener('change',apply);
-function open(){var target=location.hash&&document.getElementById(location.hash.slice(1));if(target&&target.tagName==='DETAILS'){target.open=true;}}
-window.addEventListener('hashchange',open);open();
-})();
-"""
-
-
-def _status_bar(counts, words, width=600, height=18):
-    """The run at a glance: one stacked bar, a segment per status."""
-    total = max(counts["nodes"], 1)
-    parts, x = [], 0.0
-    for status in STATUSES:
-        if not counts[status]:
-            continue
-        share = counts[status] * float(width) / total
-        parts.append('<rect x="%.1f" y="0" width="%.1f" height="%d" fill="%s"><title>%s: %d</title></rect>' % (
-            x, share, height, STATUS_COLORS[status], _e(words[status]), counts[status]))
-        x += share
-    return ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" aria-label="%s">%s</svg>'
-            % (width, height, _e(words["status"]), "".join(parts)))
-
-
-def _window_bar(row, run_start, run_span, width=80, height=12):
-    """A node's run and its occupied window on the run's common time axis (where a node's GPUs were held)."""
-    started = _epoch(row["started_at"])
-    if started is None or run_span <= 0:
-        return ""
-    scale = width / run_span
-    x = (started - run_start) * scale
-    length = max((row["total_seconds"] or 0) * scale, 1.0)
-    parts = ['<rect x="%.1f" y="3" width="%.1f" height="%d" fill="#c9ced6"/>' % (x, length, height - 6)]
-    window = row["window"]
-    if window and window.get("start") and window.get("end"):
-        start, end = _epoch(window["start"]), _epoch(window["end"])
-        if start is not None and end is not None:
-            parts.append('<rect x="%.1f" y="0" width="%.1f" height="%d" fill="#2f7fd3"/>' % (
-                (start - run_start) * scale, max((end - start) * scale, 1.0), height))
-    return '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d">%s</svg>' % (width, height, "".join(parts))
+def _allocation_text(allocation, words):
+    return words.get("allocation_" + allocation, allocation) if allocation else words["none"]
 
 
 def _epoch(iso):
@@ -503,154 +386,134 @@ def _epoch(iso):
         return None
 
 
-def _lanes_svg(timeline, width=520, lane_height=16):
-    """The node's pods and their phases (the per-node SVG's upper half), small and inline."""
+def _status_bar(counts, words):
+    """The run at a glance: one stacked bar, a segment per status."""
+    width, _height = STATUS_BAR
+    total = max(counts["nodes"], 1)
+    segments, x = [], 0.0
+    for status in STATUSES:
+        if not counts[status]:
+            continue
+        share = counts[status] * float(width) / total
+        segments.append({"x": "%.1f" % x, "width": "%.1f" % share, "color": STATUS_COLORS[status],
+                         "title": "%s: %d" % (words[status], counts[status])})
+        x += share
+    return segments
+
+
+def _window_bar(row, run_start, run_span):
+    """A node's run and its occupied window on the run's common time axis (where a node's GPUs were held)."""
+    width, _height = WINDOW_BAR
+    started = _epoch(row["started_at"])
+    if started is None or run_span <= 0:
+        return None
+    scale = width / run_span
+    drawing = {"run": {"x": "%.1f" % ((started - run_start) * scale),
+                       "width": "%.1f" % max((row["total_seconds"] or 0) * scale, 1.0)}, "window": None}
+    window = row["window"]
+    if window and window.get("start") and window.get("end"):
+        start, end = _epoch(window["start"]), _epoch(window["end"])
+        if start is not None and end is not None:
+            drawing["window"] = {"x": "%.1f" % ((start - run_start) * scale), "width": "%.1f" % max((end - start) * scale, 1.0)}
+    return drawing
+
+
+def _lanes_drawing(timeline):
+    """The node's pods and their phases (the per-node SVG's upper half), small, for the story."""
     lanes = (timeline or {}).get("lanes") or []
     if not lanes:
-        return ""
-    span, left = max(float(timeline.get("span") or 0), 1.0), 200
-    height = lane_height * len(lanes) + 4
-    parts = []
+        return None
+    width, lane_height, left = LANES
+    span = max(float(timeline.get("span") or 0), 1.0)
+    drawing = {"width": left + width + 10, "height": lane_height * len(lanes) + 4, "label_x": left - 6,
+               "window": None, "lanes": []}
     window = timeline.get("window")
     if window and window[0] is not None and window[1] is not None:
-        parts.append('<rect x="%.1f" y="0" width="%.1f" height="%d" fill="#fff4d6"/>' % (
-            left + window[0] / span * width, max((window[1] - window[0]) / span * width, 1.0), height))
+        drawing["window"] = {"x": "%.1f" % (left + window[0] / span * width),
+                             "width": "%.1f" % max((window[1] - window[0]) / span * width, 1.0)}
     for index, lane in enumerate(lanes):
         y = index * lane_height + 2
-        parts.append('<text x="%d" y="%d" text-anchor="end" font-size="11">%s</text>' % (left - 6, y + 11, _e(lane["pod"])))
+        segments = []
         for state, start, end in lane["segments"]:
             start, end = float(start or 0), float(end or 0)
-            parts.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"><title>%s %.2f-%.2f s</title></rect>' % (
-                left + start / span * width, y + 1, max((end - start) / span * width, 1.5), lane_height - 4,
-                COLORS.get(state, "#999"), _e(state), start, end))
-    return ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">%s</svg>'
-            % (left + width + 10, height, "".join(parts)))
-
-
-def _cell(text, sort_value=None, css=None, title=None):
-    attributes = ""
-    if css:
-        attributes += ' class="%s"' % css
-    if sort_value is not None:
-        attributes += ' data-v="%s"' % _e(sort_value)
-    if title:
-        attributes += ' title="%s"' % _e(title)
-    return "<td%s>%s</td>" % (attributes, text)
+            segments.append({"x": "%.1f" % (left + start / span * width), "y": y + 1,
+                             "width": "%.1f" % max((end - start) / span * width, 1.5), "height": lane_height - 4,
+                             "color": COLORS.get(state, "#999"), "title": "%s %.2f-%.2f s" % (state, start, end)})
+        drawing["lanes"].append({"pod": lane["pod"], "y": y + 11, "segments": segments})
+    return drawing
 
 
 def _links(row, words):
-    reports = row["reports"]
-    links = []
-    for kind, label, short in (("markdown", words["markdown"], "md"), ("svg", words["timeline"], "svg"), ("json", words["json"], "json")):
-        if reports.get(kind):
-            links.append('<a href="%s" title="%s">%s</a>' % (_href(reports[kind]), _e(label), short))
-    return " · ".join(links)
+    """The node's own reports, relative to the summary (percent-encoded: nothing in a name can end the link or make it
+    a javascript: URL)."""
+    return [{"href": quote(row["reports"][kind], safe="/"), "title": words[label], "text": short}
+            for kind, label, short in (("markdown", "markdown", "md"), ("svg", "timeline", "svg"), ("json", "json", "json"))
+            if row["reports"].get(kind)]
 
 
-def render_html(summary):
-    """One self-contained page: inline CSS, SVG and script, nothing loaded from anywhere; every value escaped."""
+def _verdict(counts, words):
+    if counts["failed"]:
+        return words["verdict_bad"].format(failed=counts["failed"], nodes=counts["nodes"])
+    if counts["checked"] and not counts["passed"]:
+        return words["verdict_check"]
+    return words["verdict_ok"] if not counts["not_run"] else ""
+
+
+def _row_view(index, row, words, lang, run_start, run_span):
+    gpus, memory, window = row["gpus"], row["memory_outside_ledger"], row["window"]
+    return {
+        "anchor": "node-%d" % index, "host": row["host"], "node": row["node"] if row["node"] != row["host"] else None,
+        "status": row["status"], "status_text": words[row["status"]], "status_rank": STATUSES.index(row["status"]),
+        "phase": _phase_name(row["phase"], lang) if row["phase"] else None,
+        "phase_rank": "%02d" % (PHASES.index(row["phase"]) if row["phase"] in PHASES else 99),
+        "check": row["check"], "check_url": row["check_url"], "reason": row["reason"],
+        "units": None if row["units"] is None else int(row["units"]),
+        "gpus": _gpu_text(gpus), "gpu_uuids": " ".join(gpu["uuid"] or "" for gpu in gpus) or None,
+        "allocation": row["allocation"], "allocation_text": _allocation_text(row["allocation"], words),
+        "window": _window_text(window), "window_seconds": None if not window else window.get("seconds"),
+        "window_bar": _window_bar(row, run_start, run_span),
+        "vllm": _vllm_text(row["vllm"], words),
+        "memory": "-" if memory is None else "%d MiB" % memory["mib"], "memory_mib": None if memory is None else memory["mib"],
+        "memory_text": _memory_text(memory, words),
+        "total": "-" if row["total_seconds"] is None else "%.1f s" % row["total_seconds"], "total_seconds": row["total_seconds"],
+        "links": _links(row, words),
+        # The story below the table.
+        "steps": [{"state": step["state"], "phase": _phase_name(step["phase"], lang), "state_text": words["step_" + step["state"]],
+                   "seconds": ("%.2f s" % step["seconds"]) if step["seconds"] is not None and step["state"] != "skipped" else None}
+                  for step in row["steps"]],
+        "task": row["task"],
+        "checks": [dict(check, phase=_phase_name(check["phase"], lang)) for check in row["checks"]],
+        "gpu_list": [{"uuid": gpu["uuid"], "name": gpu["name"]} for gpu in gpus],
+        "lanes": _lanes_drawing(row.get("timeline")),
+        # The Markdown table's link to the node's story.
+        "story": quote(row["reports"]["markdown"]) if row["reports"].get("markdown") else None,
+    }
+
+
+def page(summary):
+    """What the summary's pages show (fleet.md.j2, fleet.html.j2): every text in the summary's language, every number
+    formatted, every drawing's geometry; the templates only place it (and escape it, in HTML)."""
     lang = summary["lang"]
     words, counts, rows = _text(lang), summary["counts"], summary["rows"]
     starts = [(_epoch(row["started_at"]), row["total_seconds"] or 0) for row in rows if row["started_at"]]
     starts = [(start, total) for start, total in starts if start is not None]
     run_start = min(start for start, _total in starts) if starts else 0.0
     run_span = max(start + total for start, total in starts) - run_start if starts else 0.0
-    out = ['<!DOCTYPE html>\n<html lang="%s"><head><meta charset="utf-8">' % ("zh-CN" if lang == "zh" else "en"),
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           # Nothing may be loaded from elsewhere, even if a value slipped through unescaped.
-           '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
-           'script-src \'unsafe-inline\'; img-src data:">',
-           "<title>%s</title><style>%s</style></head><body>" % (_e(words["title"].format(nodes=counts["nodes"])), CSS)]
-    if counts["failed"]:
-        verdict = words["verdict_bad"].format(failed=counts["failed"], nodes=counts["nodes"])
-    elif counts["checked"] and not counts["passed"]:
-        verdict = words["verdict_check"]
-    else:
-        verdict = words["verdict_ok"] if not counts["not_run"] else ""
-    out.append('<header><h1>%s</h1><p>%s <code>%s</code> · %s: %s · %s %s</p><p id="verdict">%s</p></header><main>' % (
-        _e(words["title"].format(nodes=counts["nodes"])), _e(words["run"]), _e(summary["run_id"]), _e(words["mode"]),
-        _e(words[summary["mode"]]), _e(words["generated"]), _e(summary["generated_at"] or "-"), _e(verdict)))
-    out.append('<div class="tiles"><div class="tile nodes"><b>%d</b>%s</div>' % (counts["nodes"], _e(words["nodes"])))
-    for status in STATUSES:
-        out.append('<div class="tile %s" id="count-%s"><b>%d</b>%s</div>' % (status, status, counts[status], _e(words[status])))
-    out.append("</div>" + _status_bar(counts, words))
-    if summary["by_check"]:
-        labels = tuple(_e(words[key]) for key in ("by_check", "phase", "check", "count", "examples"))
-        out.append('<section class="box" id="by-check"><h2>%s</h2><table><thead><tr><th>%s</th><th>%s</th><th>%s</th>'
-                   '<th>%s</th></tr></thead><tbody>' % labels)
-        for group in summary["by_check"]:
-            out.append("<tr><td>%s</td><td><code>%s</code></td><td class=\"num\">%d</td><td>%s</td></tr>" % (
-                _e(_phase_name(group["phase"], lang)), _e(group["check"] or "-"), group["count"],
-                _e(", ".join(group["nodes"][:5]) + (" …" if len(group["nodes"]) > 5 else ""))))
-        out.append("</tbody></table></section>")
-    headers = [(words["node"], None), (words["status"], None), (words["phase"], None), (words["check"], None),
-               (words["reason"], None), (words["units"], "num"), (words["gpus"], None), (words["window"], "num"),
-               (words["vllm"], None), (words["memory"], "num"), (words["total"], "num"), (words["reports"], None)]
-    out.append('<section class="box"><h2>%s</h2><div class="tools"><label>%s <input id="filter" type="search"></label>'
-               '<label><input id="only-failures" type="checkbox"> %s</label><span class="muted">%s</span></div>'
-               '<div class="table-wrap"><table id="nodes"><thead><tr>%s</tr></thead><tbody>' % (
-                   _e(words["nodes"]), _e(words["filter"]), _e(words["only_failures"]), _e(words["sort_hint"]),
-                   "".join('<th%s>%s</th>' % (' data-type="num"' if kind else "", _e(label)) for label, kind in headers)))
-    for index, row in enumerate(rows):
-        anchor = "node-%d" % index
-        status_rank = STATUSES.index(row["status"])
-        gpus = row["gpus"]
-        memory = row["memory_outside_ledger"]
-        window = row["window"]
-        cells = [
-            _cell('<a href="#%s">%s</a>%s' % (anchor, _e(row["host"]),
-                                              (' <span class="muted">(%s)</span>' % _e(row["node"])) if row["node"] != row["host"] else ""),
-                  sort_value=row["host"]),
-            _cell('<span class="badge %s">%s</span>' % (row["status"], _e(words[row["status"]])), sort_value=status_rank),
-            _cell(_e(_phase_name(row["phase"], lang) if row["phase"] else "-"),
-                  sort_value="%02d" % (PHASES.index(row["phase"]) if row["phase"] in PHASES else 99)),
-            _cell("<code>%s</code>" % _e(row["check"]) if row["check"] else "-", sort_value=row["check"] or "~"),
-            _cell(_e(row["reason"] or "-"), css="reason"),
-            _cell("-" if row["units"] is None else str(int(row["units"])), sort_value="" if row["units"] is None else row["units"],
-                  css="num"),
-            _cell(_e(_gpu_text(gpus) or "-"), title=" ".join(gpu["uuid"] or "" for gpu in gpus) or None, css="nowrap"),
-            _cell(_e(_window_text(window)) + " " + _window_bar(row, run_start, run_span),
-                  sort_value="" if not window or window.get("seconds") is None else window["seconds"], css="num"),
-            _cell(_e(_vllm_text(row["vllm"], words)), css="nowrap"),
-            _cell(_e("-" if memory is None else "%d MiB" % memory["mib"]), sort_value="" if memory is None else memory["mib"],
-                  css="num", title=_memory_text(memory, words)),
-            _cell(_e("-" if row["total_seconds"] is None else "%.1f s" % row["total_seconds"]),
-                  sort_value="" if row["total_seconds"] is None else row["total_seconds"], css="num"),
-            _cell(_links(row, words) or '<span class="muted">-</span>', css="nowrap"),
-        ]
-        out.append('<tr class="%s" data-node="%s">%s</tr>' % (row["status"], _e(row["host"]), "".join(cells)))
-    out.append("</tbody></table></div></section>")
-    out.append('<section class="box" id="stories"><h2>%s</h2>' % _e(words["story"]))
-    for index, row in enumerate(rows):
-        out.append(_story(row, "node-%d" % index, words, lang))
-    out.append("</section></main><script>%s</script></body></html>\n" % SCRIPT)
-    return "".join(out)
-
-
-def _story(row, anchor, words, lang):
-    parts = ['<details class="node" id="%s"><summary><span class="badge %s">%s</span> <b>%s</b> %s</summary>' % (
-        anchor, row["status"], _e(words[row["status"]]),
-        _e(row["host"]), _e(row["reason"] or ""))]
-    if row["steps"]:
-        parts.append('<p class="steps">%s: %s</p>' % (_e(words["steps"]), "".join(
-            '<span class="step-%s">%s: %s%s</span>' % (
-                step["state"], _e(_phase_name(step["phase"], lang)), _e(words["step_" + step["state"]]),
-                (" (%.2f s)" % step["seconds"]) if step["seconds"] is not None and step["state"] != "skipped" else "")
-            for step in row["steps"])))
-    if row["task"]:
-        parts.append("<p>%s <i>%s</i>: %s</p>" % (_e(words["stopped_at"]), _e(row["task"]), _e(row["reason"])))
-    failed = row["checks"]
-    if failed:
-        parts.append("<p>%s:</p><ul>%s</ul>" % (_e(words["failed_checks"]), "".join(
-            "<li><code>%s</code> (%s): %s</li>" % (_e(check["id"]), _e(_phase_name(check["phase"], lang)), _e(check["detail"]))
-            for check in failed)))
-    if row["gpus"]:
-        parts.append("<p>%s: %s</p>" % (_e(words["gpus"]), ", ".join(
-            "<code>%s</code>%s" % (_e(gpu["uuid"]), (" " + _e(gpu["name"])) if gpu["name"] else "") for gpu in row["gpus"])))
-    parts.append(_lanes_svg(row["timeline"]))
-    links = _links(row, words)
-    parts.append('<p>%s · <a href="#nodes">%s</a></p></details>' % (links or _e(words["no_report"]), _e(words["back"])))
-    return "".join(parts)
+    numeric = ("units", "window", "memory", "total")
+    return {
+        "lang": lang, "html_lang": "zh-CN" if lang == "zh" else "en", "words": words,
+        "title": words["title"].format(nodes=counts["nodes"]), "run_id": summary["run_id"],
+        "mode": words[summary["mode"]], "generated_at": summary["generated_at"] or "-", "verdict": _verdict(counts, words),
+        "counts": counts, "statuses": [{"status": status, "count": counts[status], "text": words[status]} for status in STATUSES],
+        "status_bar": _status_bar(counts, words), "status_bar_size": STATUS_BAR, "window_bar_size": WINDOW_BAR,
+        "by_check": [dict(group, phase=_phase_name(group["phase"], lang),
+                          examples=", ".join(group["nodes"][:5]) + (" …" if len(group["nodes"]) > 5 else ""),
+                          examples_md=", ".join(group["nodes"][:5])) for group in summary["by_check"]],
+        "headers": [{"text": words[key], "numeric": key in numeric}
+                    for key in ("node", "status", "phase", "check", "reason", "units", "gpus", "allocation", "window", "vllm",
+                                "memory", "total", "reports")],
+        "rows": [_row_view(index, row, words, lang, run_start, run_span) for index, row in enumerate(rows)],
+    }
 
 
 def render_json(summary):

@@ -17,10 +17,10 @@ SEED = ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1
 def test_filter_names():
     # The general filters and the role's private ones live in separate files, so a reader sees which is which.
     assert sorted(scheduling.FilterModule().filters()) == ["failed_scheduling", "scheduling_event_timeline"]
-    assert sorted(gpu_demo.FilterModule().filters()) == ["gpu_demo_admission", "gpu_demo_cleanup", "gpu_demo_evidence",
-                                                         "gpu_demo_fleet_verdicts", "gpu_demo_hold_summary",
-                                                         "gpu_demo_preflight", "gpu_demo_run_claims", "gpu_demo_timeline",
-                                                         "gpu_demo_walk"]
+    assert sorted(gpu_demo.FilterModule().filters()) == [
+        "gpu_demo_admission", "gpu_demo_check_links", "gpu_demo_cleanup", "gpu_demo_evidence", "gpu_demo_fleet_verdicts",
+        "gpu_demo_hold_summary", "gpu_demo_preflight", "gpu_demo_report", "gpu_demo_run_claims", "gpu_demo_timeline",
+        "gpu_demo_walk"]
 
 
 def test_fleet_verdicts_refuses_what_is_no_node_list():

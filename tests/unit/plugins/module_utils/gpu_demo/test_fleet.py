@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import fleet
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
@@ -46,7 +48,8 @@ def summary(mode="parallel", lang="en", **extra):
     results = {"gpu-a2": PASSED, "gpu-a4": NOT_READY, "gpu-a5": lock_refused(), "gpu-a6": check_mode(), "gone": None}
     results.update(extra.pop("results", {}))
     return fleet.fleet_summary(extra.pop("hosts", hosts), results, {"bad-input": ARG_SPEC_FAILURE, **extra.pop("failures", {})},
-                               run_id="t1", mode=mode, report_dir=REPORTS, generated_at="2026-11-30T22:00:00Z", lang=lang)
+                               run_id="t1", mode=mode, report_dir=REPORTS, generated_at="2026-11-30T22:00:00Z", lang=lang,
+                               **extra)
 
 
 def rows(result):
@@ -66,7 +69,7 @@ def test_every_node_has_a_row_failures_first_in_the_run_order_of_phases():
 def test_a_refused_node_names_its_phase_check_and_reason():
     row = rows(summary())["gpu-a4"]
     assert (row["phase"], row["check"], row["failed_checks"]) == ("preflight", "node_ready", ["node_ready"])
-    assert row["reason"] == "node gpu-a4 is not Ready"
+    assert row["reason"].startswith("node gpu-a4 is not Ready: ") and "kubectl describe node gpu-a4" in row["reason"]
     assert row["task"] == "Preflight | Refuse a node the demo must not touch"
     assert row["units"] is None and row["gpus"] == [] and row["window"] is None
     assert [step["state"] for step in row["steps"]] == ["failed", "skipped", "skipped", "skipped", "skipped"]
@@ -150,19 +153,19 @@ def test_the_json_carries_every_row_but_not_the_drawings():
 
 
 def test_markdown_in_english_and_chinese():
-    english = fleet.render_markdown(summary())
+    english = fleet_markdown(summary())
     assert english.startswith("# GPU scheduling pre-flight: 6 node(s)\n")
     assert "**3 of 6 node(s) failed.**" in english
-    assert "| [gpu-a4](%s) | **failed** | preflight | node_ready | node gpu-a4 is not Ready |" % (
-        NOT_READY["report_files"]["markdown"].rsplit("/", 1)[1]) in english
-    chinese = fleet.render_markdown(summary(lang="zh"))
+    assert "| [gpu-a4](%s) | **failed** | preflight | [node_ready](%s#node_ready) | node gpu-a4 is not Ready: " % (
+        NOT_READY["report_files"]["markdown"].rsplit("/", 1)[1], CHECKS_URL) in english
+    chinese = fleet_markdown(summary(lang="zh"))
     assert chinese.startswith("# GPU 调度预检：6 个节点\n") and "## 按检查项汇总的失败" in chinese
-    assert "| 预检 | node_ready | 1 | gpu-a4 |" in chinese
+    assert "| 预检 | [node_ready](%s#node_ready) | 1 | gpu-a4 |" % CHECKS_URL in chinese
 
 
 def test_markdown_cells_stay_one_line():
     hostile = dict(NOT_READY, checks=[dict(NOT_READY["checks"][0], passed=False, detail="a | b\nc")])
-    text = fleet.render_markdown(summary(hosts=["gpu-a4"], results={"gpu-a4": hostile}))
+    text = fleet_markdown(summary(hosts=["gpu-a4"], results={"gpu-a4": hostile}))
     assert "a \\| b c" in text
 
 
@@ -174,18 +177,22 @@ def test_html_escapes_everything_from_the_cluster():
     result = copy.deepcopy(NOT_READY)
     next(check for check in result["checks"] if not check["passed"])["detail"] = HOSTILE_MESSAGE
     result["report_files"]["markdown"] = REPORTS + '/x"><script>alert(3)</script>.md'
-    page = fleet.render_html(summary(hosts=[HOSTILE_NAME, "gpu-a2"], results={HOSTILE_NAME: result}))
+    page = fleet_html(summary(hosts=[HOSTILE_NAME, "gpu-a2"], results={HOSTILE_NAME: result}))
     # The only script is the page's own, at its end.
     assert page.count("<script>") == 1 and page.rindex("<script>") > page.index("</table>")
     assert "<img" not in page and "onerror=alert(1)>" not in page
-    assert "&lt;script&gt;alert(&quot;node&quot;)&lt;/script&gt;" in page
-    assert "&lt;img src=x onerror=alert(1)&gt; &amp; &quot;quotes&quot;" in page
+    # Jinja2's autoescape (markupsafe) writes a double quote as &#34;.
+    assert "&lt;script&gt;alert(&#34;node&#34;)&lt;/script&gt;" in page
+    assert "&lt;img src=x onerror=alert(1)&gt; &amp; &#34;quotes&#34;" in page
     assert 'href="x%22%3E%3Cscript%3Ealert%283%29%3C/script%3E.md"' in page
 
 
 def test_html_loads_nothing_from_anywhere():
-    page = fleet.render_html(summary())
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//|javascript:)""", page, re.I)
+    page = fleet_html(summary())
+    assert not re.search(r"""src\s*=\s*["']?(https?:|//|javascript:)""", page, re.I)
+    # The only absolute links are to the checks page, which a click opens: nothing is loaded from there.
+    absolute = re.findall(r"""href\s*=\s*["']?((?:https?:|//|javascript:)[^"' >]*)""", page, re.I)
+    assert absolute and all(link.startswith(CHECKS_URL + "#") for link in absolute), absolute
     assert "@import" not in page and "url(" not in page
     assert "default-src 'none'" in page
     # Every row links its story below the table, and the node's own reports beside it.
@@ -195,7 +202,7 @@ def test_html_loads_nothing_from_anywhere():
 
 
 def test_html_rows_come_failures_first():
-    page = fleet.render_html(summary())
+    page = fleet_html(summary())
     hosts = re.findall(r'<tr class="(\w+)" data-node="([^"]+)"', page)
     assert hosts == [("failed", "bad-input"), ("failed", "gpu-a5"), ("failed", "gpu-a4"), ("not_run", "gone"),
                      ("checked", "gpu-a6"), ("passed", "gpu-a2")]
@@ -205,6 +212,62 @@ def test_html_rows_come_failures_first():
 def test_html_of_five_hundred_nodes_stays_small_enough_to_open():
     hosts = ["node-%03d" % index for index in range(500)]
     results = dict((host, dict(PASSED if index % 10 else NOT_READY, node=host)) for index, host in enumerate(hosts))
-    page = fleet.render_html(fleet.fleet_summary(hosts, results, run_id="big", report_dir=REPORTS))
+    page = fleet_html(fleet.fleet_summary(hosts, results, run_id="big", report_dir=REPORTS))
     assert page.count('<tr class="failed"') == 50 and page.count('<tr class="passed"') == 450
     assert len(page) < 4 * 1024 * 1024
+
+
+def without_links(result):
+    """A report of a run that gave its checks no link (gpu_demo_checks_url empty, or a release before the links)."""
+    result = copy.deepcopy(result)
+    for check in result["checks"]:
+        check.pop("url", None)
+    return result
+
+
+def test_failed_checks_link_to_their_entry_on_the_checks_page():
+    result = summary(checks_url="https://docs.example.invalid/checks.md", results={"gpu-a4": without_links(NOT_READY)})
+    by_host = rows(result)
+    assert by_host["gpu-a4"]["check_url"] == "https://docs.example.invalid/checks.md#node_ready"
+    assert by_host["gpu-a4"]["checks"][0]["url"] == "https://docs.example.invalid/checks.md#node_ready"
+    assert by_host["gpu-a5"]["check_url"] is None and by_host["gpu-a2"]["checks"] == []
+    group = next(group for group in result["by_check"] if group["check"] == "node_ready")
+    assert group["url"] == "https://docs.example.invalid/checks.md#node_ready"
+    assert next(group for group in result["by_check"] if group["check"] is None)["url"] is None
+    # A URL the run's own report gave the check wins (the node's run knew its page).
+    linked = copy.deepcopy(NOT_READY)
+    for check in linked["checks"]:
+        if not check["passed"]:
+            check["url"] = "https://mirror.example.invalid/checks.md#" + check["id"]
+    assert fleet.node_row("gpu-a4", linked)["check_url"] == "https://mirror.example.invalid/checks.md#node_ready"
+    page = fleet_html(result)
+    assert page.count('href="https://docs.example.invalid/checks.md#node_ready"') == 3  # by check, the row, its story
+    assert "[node_ready](https://docs.example.invalid/checks.md#node_ready)" in fleet_markdown(result)
+
+
+def test_no_links_without_a_checks_page_or_with_one_that_is_not_http():
+    for base in (None, "", "javascript:alert(1)", "data:text/html,x"):
+        result = summary(checks_url=base, results={"gpu-a4": without_links(NOT_READY)})
+        assert rows(result)["gpu-a4"]["check_url"] is None
+        assert all(group["url"] is None for group in result["by_check"])
+        assert "javascript:" not in fleet_html(result) and "](" not in fleet_markdown(result).split("## Nodes")[0]
+
+
+def test_the_allocation_path_of_each_node_is_in_the_table_and_its_drawing():
+    dra = copy.deepcopy(PASSED)
+    dra["allocation"] = "dra_extended_resource"
+    plain = copy.deepcopy(PASSED)
+    plain["allocation"] = "device_plugin"
+    claims = copy.deepcopy(PASSED)
+    del claims["allocation"]
+    claims["before"]["allocation"] = "dra"   # a report of a release before the extended-resource path was told apart
+    result = summary(hosts=["gpu-a2", "dra-a", "dra-b"], results={"gpu-a2": plain, "dra-a": dra, "dra-b": claims})
+    assert [rows(result)[host]["allocation"] for host in ("gpu-a2", "dra-a", "dra-b")] == [
+        "device_plugin", "dra_extended_resource", "dra"]
+    page = fleet_html(result)
+    table = dict(re.findall(r'<tr class="\w+" data-node="([^"]+)">(.*?)</tr>', page, re.S))
+    assert '<td class="nowrap" data-v="device_plugin">device plugin</td>' in table["gpu-a2"]
+    assert '<td class="nowrap" data-v="dra_extended_resource">DRA (extended resource)</td>' in table["dra-a"]
+    assert '<td class="nowrap" data-v="dra">DRA</td>' in table["dra-b"]
+    assert "<title>GPUs through: DRA (extended resource)</title>" in page
+    assert "| DRA（扩展资源） |" in fleet_markdown(summary(lang="zh", hosts=["dra-a"], results={"dra-a": dra}))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import fleet, verdict
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_markdown
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
@@ -44,11 +45,12 @@ def written_node(name, result=None, at=NOW, state=None, kubelet=True):
 def test_a_pass_is_true_with_its_units_gpus_and_run():
     found = verdict.verdict_of_result(PASSED, NOW, job="4411")
     assert (found["state"], found["reason"], found["units"], found["job"]) == ("passed", "PreflightPassed", 2, "4411")
-    assert [gpu["name"] for gpu in found["gpus"]] == ["NVIDIA H20"] * 2 and found["window"]["seconds"] == 4.653
+    window = PASSED["timeline"]["window"]["seconds"]
+    assert [gpu["name"] for gpu in found["gpus"]] == ["NVIDIA H20"] * 2 and found["window"]["seconds"] == window
     condition = verdict.condition(found, now=NOW)
     assert condition["type"] == "gpuops.scheduling/GPUPreflightPassed" and condition["status"] == "True"
-    assert condition["message"] == ("GPU pre-flight passed: 2 unit(s) of nvidia.com/gpu held, 2 GPU(s) seen, occupied 4.7 s;"
-                                    " run p1")
+    assert condition["message"] == ("GPU pre-flight passed: 2 unit(s) of nvidia.com/gpu held, 2 GPU(s) seen, occupied %.1f s;"
+                                    " run p1" % window)
 
 
 def test_a_failure_is_false_with_its_phase_as_reason_and_one_line():
@@ -60,7 +62,10 @@ def test_a_failure_is_false_with_its_phase_as_reason_and_one_line():
     assert "\n" not in condition["message"] and condition["message"].endswith("; run p1")
     assert "failed at hold (hold_one_gpu_per_unit): 2 unit(s) held but 1 distinct GPU(s) seen: GPU-x" in condition["message"]
     refused = verdict.verdict_of_result(NOT_READY, NOW)
-    assert (refused["reason"], refused["check"], refused["detail"]) == ("PreflightRefused", "node_ready", "node gpu-a4 is not Ready")
+    assert (refused["reason"], refused["check"]) == ("PreflightRefused", "node_ready")
+    # At most DETAIL_LIMIT characters of the check's words, cut with an ellipsis.
+    assert refused["detail"].startswith("node gpu-a4 is not Ready: ") and len(refused["detail"]) <= verdict.DETAIL_LIMIT
+    assert refused["detail"].endswith("…")
 
 
 def test_a_long_detail_keeps_the_run_id_in_the_message():
@@ -136,12 +141,14 @@ def test_the_summary_of_the_nodes_is_the_summary_of_the_run():
     keys = ("host", "status", "phase", "check", "failed_checks", "units", "run_id", "started_at")
     assert [[row[key] for key in keys] for row in fleet_view["rows"]] == [[row[key] for key in keys] for row in run["rows"]]
     # Why, on one line (the Node keeps at most DETAIL_LIMIT characters of it).
-    assert [row["reason"] for row in fleet_view["rows"]] == [" ".join((row["reason"] or "").split()) or None for row in run["rows"]]
+    one_line = [" ".join((row["reason"] or "").split()) or None for row in run["rows"]]
+    assert [row["reason"] for row in fleet_view["rows"]] == [
+        text if text is None or len(text) <= verdict.DETAIL_LIMIT else text[:verdict.DETAIL_LIMIT - 1] + "…" for text in one_line]
     assert [row["gpus"] for row in fleet_view["rows"]] == [row["gpus"] for row in run["rows"]]
     assert [row["window"]["seconds"] if row["window"] else None for row in fleet_view["rows"]] == \
         [row["window"]["seconds"] if row["window"] else None for row in run["rows"]]
     assert fleet_view["counts"] == run["counts"]
-    assert "the nodes' last verdicts" in fleet.render_markdown(fleet_view)
+    assert "the nodes' last verdicts" in fleet_markdown(fleet_view)
 
 
 def test_never_run_stale_running_and_interrupted_nodes_are_not_results():

@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Every report this collection writes is one of these Jinja2 templates (roles/gpu_demo/templates/), rendered here.
+
+Why one way, and this one: a report is data prepared in Python (pure functions of module_utils/_gpu_demo/, unit-tested:
+report.py for a node, fleet.py for a run) put on a page by a template. A change to what a report shows is then made in
+a template, and a change to what is known in Python; neither holds the other's work. The pages are rendered by a
+Jinja2 environment of our own rather than by ansible-core's templar because ansible-core's ignores autoescape: here
+every value placed in an HTML or SVG template is escaped unless the template marks it safe, so escaping is never a
+choice made (or forgotten) at each value. Jinja2 ships with ansible-core; the reports are written on the controller,
+where it is.
+
+Markdown templates are not escaped (a Markdown table cell's pipes are escaped by the ``md`` filter, the one rule
+Markdown has for them); JSON reports are the data itself, written as JSON by the action that writes the files.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import posixpath
+from collections.abc import Mapping
+
+from jinja2 import ChainableUndefined, Environment, FileSystemLoader, StrictUndefined
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import fleet
+
+# plugins/plugin_utils/ -> the collection's root -> the role's templates, where the per-node and the fleet reports are.
+TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                         "roles", "gpu_demo", "templates")
+ESCAPED = (".html.j2", ".svg.j2")
+
+
+def plain(value):
+    """Mappings, lists and strings as plain dict, list and str (ansible-core hands filters its own lazy and tagged
+    containers, which are for its templar, not this one)."""
+    if isinstance(value, Mapping):
+        return dict((plain(key), plain(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def _combine(base, *others, **options):
+    """Ansible's combine filter, for the reports' use: dicts merged left to right, recursively with recursive=true."""
+    result = dict(base)
+    for other in others:
+        for key, value in other.items():
+            if options.get("recursive") and isinstance(result.get(key), Mapping) and isinstance(value, Mapping):
+                result[key] = _combine(result[key], value, recursive=True)
+            else:
+                result[key] = value
+    return result
+
+
+def _md(value):
+    """A Markdown table cell: one line, pipes and backslashes escaped."""
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ").strip()
+
+
+FILTERS = {
+    "to_json": json.dumps,
+    "to_nice_json": lambda value, indent=4: json.dumps(value, indent=indent, sort_keys=True, separators=(",", ": "),
+                                                       ensure_ascii=False),
+    "combine": _combine,
+    "basename": lambda path: posixpath.basename(path or ""),
+    "zip": lambda *lists: list(zip(*lists)),
+    "difference": lambda first, second: [item for item in first if item not in second],
+    "md": _md,
+}
+
+
+class ReportUndefined(ChainableUndefined, StrictUndefined):
+    """As ansible-core's undefined: ``a.b.c | default(x)`` is x when ``a`` has no ``b``; printing or testing what is
+    not there is an error, not an empty string in a report."""
+
+
+def _finalize(value):
+    # As ansible-core prints it: nothing for None.
+    return "" if value is None else value
+
+
+def _environment():
+    environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=lambda name: (name or "").endswith(ESCAPED),
+                              undefined=ReportUndefined, trim_blocks=True, keep_trailing_newline=True,
+                              finalize=_finalize)
+    environment.filters.update(FILTERS)
+    return environment
+
+
+_ENVIRONMENT = []
+
+
+def render(name, **data):
+    """The text of template ``name`` with ``data`` (made plain) as its variables."""
+    if not _ENVIRONMENT:
+        _ENVIRONMENT.append(_environment())
+    return _ENVIRONMENT[0].get_template(name).render(**plain(data))
+
+
+def fleet_markdown(summary):
+    """A run's summary (module_utils/_gpu_demo/fleet.py fleet_summary) as Markdown."""
+    return render("fleet.md.j2", page=fleet.page(summary))
+
+
+def fleet_html(summary):
+    """A run's summary as one self-contained HTML page."""
+    return render("fleet.html.j2", page=fleet.page(summary))

@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuops developers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Every report is a template rendered one way (plugin_utils/report_templates.py): escaped where it is HTML or SVG,
+failed checks linked to their entry on the checks page, the allocation path said."""
+
+import copy
+import json
+import xml.dom.minidom
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import (
+    CHECKS_URL, check_url, link_failed_checks)
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import TEMPLATES, render
+
+CHECKOUT = Path(__file__).resolve().parents[4]
+FIXTURES = CHECKOUT / "tests" / "unit" / "fixtures" / "gpu_demo_results"
+NOT_READY = json.loads((FIXTURES / "gpu-a4-not-ready.json").read_text())
+PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
+BASE = "https://docs.example.invalid/gpuops/checks.md"
+HOSTILE = '<script>alert("x")</script> & \'q\''
+
+
+def failed(result, base=BASE):
+    result = copy.deepcopy(result)
+    result["checks"] = link_failed_checks(result["checks"], base)
+    return result
+
+
+def test_the_templates_are_the_roles():
+    assert Path(TEMPLATES).resolve() == CHECKOUT / "roles" / "gpu_demo" / "templates"
+    for name in ("report.json.j2", "report.en.md.j2", "report.zh.md.j2", "timeline.svg.j2", "fleet.md.j2", "fleet.html.j2"):
+        assert (Path(TEMPLATES) / name).is_file()
+
+
+def test_only_failed_checks_get_a_link_and_only_to_an_http_page():
+    checks = link_failed_checks(NOT_READY["checks"], BASE)
+    assert [check["url"] for check in checks if not check["passed"]] == [BASE + "#node_ready"]
+    assert all("url" not in check for check in checks if check["passed"])
+    assert link_failed_checks(NOT_READY["checks"], None) == NOT_READY["checks"]
+    assert check_url("javascript:alert(1)", "node_ready") is None and check_url(BASE, "") is None
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_markdown_links_each_failed_check_to_its_entry(lang):
+    text = render("report.%s.md.j2" % lang, _gpu_demo_result=failed(NOT_READY))
+    link = "[node_ready](%s#node_ready)" % BASE
+    # In the verdict line at the top and in the checks table.
+    assert text.count(link) == 2, text
+    assert "| %s | %s |" % (link, "**FAIL**" if lang == "en" else "**未通过**") in text
+    # A passed check is not linked.
+    assert "| node_name_valid |" in text
+
+
+def test_the_json_carries_each_failed_checks_url():
+    data = json.loads(render("report.json.j2", _gpu_demo_result=failed(NOT_READY)))
+    assert [check.get("url") for check in data["checks"] if not check["passed"]] == [BASE + "#node_ready"]
+
+
+def test_svg_values_are_escaped_markdown_ones_are_not():
+    result = copy.deepcopy(PASSED)
+    result["node"] = HOSTILE
+    result["timeline"]["lanes"][0]["pod"] = HOSTILE
+    svg = render("timeline.svg.j2", _gpu_demo_result=result)
+    xml.dom.minidom.parseString(svg)   # still well-formed XML
+    assert "<script>" not in svg and "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &#39;q&#39;" in svg
+    markdown = render("report.en.md.j2", _gpu_demo_result=result)
+    assert "# Walking nvidia.com/gpu through the scheduler on " + HOSTILE in markdown
+
+
+@pytest.mark.parametrize("path, words", [
+    ("device_plugin", ("GPUs through the device plugin", None)),
+    ("dra", ("GPUs through DRA (ResourceClaims of the run)", None)),
+    ("dra_extended_resource", ("GPUs through DRA (an extended resource: ResourceClaims made by the scheduler)",
+                               "the pods get their GPUs through ResourceClaims the scheduler makes for their plain extended")),
+])
+def test_the_allocation_path_is_said(path, words):
+    result = copy.deepcopy(PASSED)
+    result["allocation"] = path
+    if path != "device_plugin":
+        result["before"]["dra"] = {"device_class": "gpu.nvidia.com", "drivers": ["gpu.nvidia.com"], "pools": ["prod102"],
+                                   "devices": []}
+    assert words[0] in render("timeline.svg.j2", _gpu_demo_result=result)
+    markdown = render("report.en.md.j2", _gpu_demo_result=result)
+    if words[1]:
+        assert words[1] in markdown
+    elif path == "dra":
+        assert "the pods get their GPUs through ResourceClaims |" in markdown
+    else:
+        assert "| Allocation | device plugin:" in markdown
+
+
+def test_a_missing_value_is_an_error_not_an_empty_report():
+    result = copy.deepcopy(PASSED)
+    del result["node"]
+    with pytest.raises(Exception, match="node"):
+        render("timeline.svg.j2", _gpu_demo_result=result)
+
+
+def test_the_checks_page_url_is_the_collections_documentation():
+    galaxy = yaml.safe_load((CHECKOUT / "galaxy.yml").read_text())
+    assert galaxy["documentation"].startswith(galaxy["repository"] + "/")
+    assert CHECKS_URL == galaxy["documentation"] + "/checks.md"
+    defaults = yaml.safe_load((CHECKOUT / "roles" / "gpu_demo" / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((CHECKOUT / "roles" / "gpu_demo" / "meta" / "argument_specs.yml").read_text())
+    assert defaults["gpu_demo_checks_url"] == specs["argument_specs"]["main"]["options"]["gpu_demo_checks_url"]["default"] == CHECKS_URL
+    from ansible_collections.gpuops.scheduling.plugins.modules import gpu_demo_summary  # pylint: disable=import-outside-toplevel
+    assert yaml.safe_load(gpu_demo_summary.DOCUMENTATION)["options"]["checks_url"]["default"] == CHECKS_URL
