@@ -76,20 +76,20 @@ def test_svg_values_are_escaped_markdown_ones_are_not():
     ("device_plugin", ("GPUs through the device plugin", None)),
     ("dra", ("GPUs through DRA (ResourceClaims of the run)", None)),
     ("dra_extended_resource", ("GPUs through DRA (an extended resource: ResourceClaims made by the scheduler)",
-                               "the pods get their GPUs through ResourceClaims the scheduler makes for their plain extended")),
+                               "which the class serves (extendedResourceName): the scheduler makes their ResourceClaims")),
 ])
 def test_the_allocation_path_is_said(path, words):
     result = copy.deepcopy(PASSED)
     result["allocation"] = path
     if path != "device_plugin":
         result["before"]["dra"] = {"device_class": "gpu.nvidia.com", "drivers": ["gpu.nvidia.com"], "pools": ["prod102"],
-                                   "devices": []}
+                                   "devices": [], "extended_resource_name": "nvidia.com/gpu"}
     assert words[0] in render("timeline.svg.j2", _gpu_demo_result=result)
     markdown = render("report.en.md.j2", _gpu_demo_result=result)
     if words[1]:
         assert words[1] in markdown
     elif path == "dra":
-        assert "the pods get their GPUs through ResourceClaims |" in markdown
+        assert "the pods get their GPUs through ResourceClaims of their own |" in markdown
     else:
         assert "| Allocation | device plugin:" in markdown
 
