@@ -19,6 +19,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
+
 ALLOCATIONS = ("auto", "device_plugin", "dra")
 
 
@@ -115,4 +117,4 @@ def judge_prepared_devices(summary, entry, hold_names):
     passed = bool(seen_right) and not wrong and len(seen_right) == len(hold_names)
     detail = "; ".join(wrong) if wrong else "each hold pod sees the device its claim was allocated: {0}".format(
         "; ".join(seen_right) or "no hold pod seen")
-    return {"id": "hold_devices_prepared", "phase": "hold", "passed": passed, "detail": detail}
+    return check("hold_devices_prepared", passed, detail)
