@@ -104,6 +104,7 @@ def main() -> int:
         results["scale"] = ledger_big.main()
     if "summary" in options.only:
         results["summary"] = fleet_summary.main()
+    results["machine"]["load_average_end"] = [round(value, 1) for value in os.getloadavg()]
     RESULTS.mkdir(exist_ok=True)
     stamp = results["machine"]["date"].replace(":", "").replace("+0000", "Z")
     (RESULTS / f"{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")
