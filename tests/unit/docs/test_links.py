@@ -87,7 +87,7 @@ def broken(path):
             if parsed.scheme != "mailto":
                 problems.append("{0}: an unknown scheme".format(target))
             continue
-        file_part, _, anchor = target.partition("#")
+        file_part, _hash, anchor = target.partition("#")
         resolved = (path.parent / unquote(file_part)).resolve() if file_part else path
         if not resolved.exists():
             problems.append("{0}: no such file".format(target))
