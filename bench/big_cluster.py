@@ -6,7 +6,7 @@ while the cluster grows and while the ledger is measured; the kube-scheduler and
 pre-flight's few nodes are started by ledger_big.py when it runs the role.
 
 The cluster lives in ``.sim-bench-<nodes>n-<pods>p`` on port offset 1500 (ledger_scale.py's 2,000-node
-cluster uses 1000). Growing is resumable: each node's objects are created in one task, the finished node
+cluster uses 1000; GPUOPS_BENCH_PORT_OFFSET moves both). Growing is resumable: each node's objects are created in one task, the finished node
 numbers are appended to ``grown.txt``, and a rerun skips them (an object that already exists is fine).
 ``stop`` ends the processes and keeps etcd's data: the next ``up`` starts on the same data in seconds.
 
@@ -18,6 +18,7 @@ import argparse
 import http.client
 import json
 import multiprocessing
+import os
 import ssl
 import sys
 import threading
@@ -29,7 +30,8 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CHECKOUT / "tests" / "sim"))
 import cluster  # noqa: E402  pylint: disable=wrong-import-position
 
-PORT_OFFSET = 1500
+# 500 above the 2,000-node bench cluster (ledger_scale.py: GPUOPS_BENCH_PORT_OFFSET, 1000 by default).
+PORT_OFFSET = int(os.environ.get("GPUOPS_BENCH_PORT_OFFSET", "1000")) + 500
 NODES = 5000
 PODS_PER_NODE = 30
 GPUS_PER_NODE = 8

@@ -24,7 +24,8 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 BENCH_SIM_DIR = CHECKOUT / ".sim-bench"
-BENCH_PORT_OFFSET = "1000"
+# Beside the checkout's own cluster; GPUOPS_BENCH_PORT_OFFSET moves it when another cluster uses these ports.
+BENCH_PORT_OFFSET = os.environ.get("GPUOPS_BENCH_PORT_OFFSET", "1000")
 PODS_PER_NODE = 10
 GPUS_PER_NODE = 8
 SCALES = (100, 500, 2000)

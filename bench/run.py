@@ -42,8 +42,12 @@ def machine() -> dict:
     if env_file.exists():
         sim = json.loads(env_file.read_text())
         versions.update(kubernetes=sim["kubernetes_version"], etcd=sim["etcd_version"])
+    # The code measured (a number is current only while the code it was measured on is) and how loaded the machine was.
+    commit = subprocess.run(["git", "-C", str(ledger_scale.CHECKOUT), "describe", "--always", "--dirty"], capture_output=True,
+                            text=True, check=False).stdout.strip()
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "cpus": os.cpu_count(),
-            "machine": platform.machine(), "kernel": platform.release(), "versions": versions}
+            "machine": platform.machine(), "kernel": platform.release(), "versions": versions, "commit": commit,
+            "load_average": [round(value, 1) for value in os.getloadavg()]}
 
 
 def table(results: dict) -> str:
@@ -100,6 +104,7 @@ def main() -> int:
         results["scale"] = ledger_big.main()
     if "summary" in options.only:
         results["summary"] = fleet_summary.main()
+    results["machine"]["load_average_end"] = [round(value, 1) for value in os.getloadavg()]
     RESULTS.mkdir(exist_ok=True)
     stamp = results["machine"]["date"].replace(":", "").replace("+0000", "Z")
     (RESULTS / f"{stamp}.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import k8s_deleted, pod_ids, reason, resource_entry
 
 
@@ -47,16 +48,14 @@ def judge_cleanup(final, before, vllm_after, settings):
     else:
         gone = reason(final) or "pods remain: {0}".format(", ".join(left))
     checks = [
-        {"id": "run_pods_gone", "phase": "cleanup", "passed": met and not left, "detail": gone},
-        {"id": "ledger_restored", "phase": "cleanup",
-         "passed": entry.get("allocatable", -1) == before.get("allocatable") and entry.get("requested", -1) == before.get("held_by_others")
-         and holder_ids == before_ids,
-         "detail": "after: allocatable {0}, requested {1}, holders {2}; before: allocatable {3}, requested {4} (other pods), "
-                   "holders {5}".format(entry.get("allocatable", "?"), entry.get("requested", "?"), ", ".join(holder_ids) or "none",
-                                        before.get("allocatable"), before.get("held_by_others"), ", ".join(before_ids) or "none")},
-        {"id": "vllm_unchanged", "phase": "cleanup",
-         "passed": not url or (vllm.get("healthy") == before_vllm.get("healthy") and vllm.get("status") == before_vllm.get("status")),
-         "detail": "/health {0} before, {1} after".format(before_vllm.get("status") or "no answer", vllm.get("status") or "no answer")
-         if url else "no inference server URL given (gpu_demo_vllm_health_url)"},
+        check("run_pods_gone", met and not left, gone),
+        check("ledger_restored", entry.get("allocatable", -1) == before.get("allocatable") and entry.get("requested", -1) == before.get("held_by_others")
+              and holder_ids == before_ids,
+              "after: allocatable {0}, requested {1}, holders {2}; before: allocatable {3}, requested {4} (other pods), "
+              "holders {5}".format(entry.get("allocatable", "?"), entry.get("requested", "?"), ", ".join(holder_ids) or "none",
+                                   before.get("allocatable"), before.get("held_by_others"), ", ".join(before_ids) or "none")),
+        check("vllm_unchanged", not url or (vllm.get("healthy") == before_vllm.get("healthy") and vllm.get("status") == before_vllm.get("status")),
+              "/health {0} before, {1} after".format(before_vllm.get("status") or "no answer", vllm.get("status") or "no answer")
+              if url else "no inference server URL given (gpu_demo_vllm_health_url)"),
     ]
     return {"after": after, "checks": checks}

@@ -19,6 +19,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
+
 ALLOCATIONS = ("auto", "device_plugin", "dra")
 # How the demo pods ask for a device through DRA: their own claims (of the run's templates), or plain extended resource
 # requests the scheduler serves through a DeviceClass with extendedResourceName; auto: the latter where a class does.
@@ -91,7 +93,7 @@ def extended_resource_check(entry, device_class, resource, wanted):
                   "(kubectl get deviceclasses -o yaml)").format(
             device_class, "serves {0} (extendedResourceName)".format(served) if served else "has no extendedResourceName",
             resource)
-    return {"id": "extended_resource_served", "phase": "preflight", "passed": served == resource, "detail": detail}
+    return check("extended_resource_served", served == resource, detail)
 
 
 def node_allocation(node_entry, resource):
@@ -153,4 +155,4 @@ def judge_prepared_devices(summary, entry, hold_names):
     passed = bool(seen_right) and not wrong and len(seen_right) == len(hold_names)
     detail = "; ".join(wrong) if wrong else "each hold pod sees the device its claim was allocated: {0}".format(
         "; ".join(seen_right) or "no hold pod seen")
-    return {"id": "hold_devices_prepared", "phase": "hold", "passed": passed, "detail": detail}
+    return check("hold_devices_prepared", passed, detail)

@@ -21,6 +21,7 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import (
     ALLOCATIONS, choose_dra_request, extended_resource_check)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
@@ -189,29 +190,27 @@ def judge_node(ledger_result, vllm_result, settings):
         found_detail += (" (walked through the device plugin; the API server does not serve resource.k8s.io/v1, so no GPU "
                          "is allocated through Dynamic Resource Allocation here)")
     checks = [
-        {"id": "node_name_valid", "phase": "preflight", "passed": name_valid,
-         "detail": "node name '{0}' {1} a valid node name that fits in a label value (at most 63 characters: a-z, 0-9, "
-                   "'-', '.'){2}".format(node_name, "is" if name_valid else "is not",
-                                         "" if name_valid else ": set gpu_demo_node to the name kubectl get nodes shows")},
-        {"id": "hold_outlives_waits", "phase": "preflight", "passed": hold_seconds > 2 * timeout,
-         "detail": "gpu_demo_hold_seconds ({0}) {1} twice gpu_demo_timeout ({2}): the hold must outlive the hold and "
-                   "queue waits{3}".format(settings["hold_seconds"], "exceeds" if hold_seconds > 2 * timeout else "must exceed",
-                                           settings["timeout"], "" if hold_seconds > 2 * timeout else
-                                           " (leave gpu_demo_hold_seconds unset: by default it follows from the timeouts)")},
-        {"id": "timeout_usable", "phase": "preflight", "passed": timeout >= 1,
-         "detail": "gpu_demo_timeout ({0}) {1} at least 1 second: with 0 no wait, not even the cleanup's, could see the "
-                   "pods go".format(settings["timeout"], "is" if timeout >= 1 else "must be")},
+        check("node_name_valid", name_valid,
+              "node name '{0}' {1} a valid node name that fits in a label value (at most 63 characters: a-z, 0-9, "
+              "'-', '.'){2}".format(node_name, "is" if name_valid else "is not",
+                                    "" if name_valid else ": set gpu_demo_node to the name kubectl get nodes shows")),
+        check("hold_outlives_waits", hold_seconds > 2 * timeout,
+              "gpu_demo_hold_seconds ({0}) {1} twice gpu_demo_timeout ({2}): the hold must outlive the hold and "
+              "queue waits{3}".format(settings["hold_seconds"], "exceeds" if hold_seconds > 2 * timeout else "must exceed",
+                                      settings["timeout"], "" if hold_seconds > 2 * timeout else
+                                      " (leave gpu_demo_hold_seconds unset: by default it follows from the timeouts)")),
+        check("timeout_usable", timeout >= 1,
+              "gpu_demo_timeout ({0}) {1} at least 1 second: with 0 no wait, not even the cleanup's, could see the "
+              "pods go".format(settings["timeout"], "is" if timeout >= 1 else "must be")),
         # Before/after health only proves the demo did not disturb a server that was healthy to begin with.
-        {"id": "vllm_healthy_before", "phase": "preflight",
-         "passed": not settings["vllm_require_healthy"] or not vllm or bool(vllm.get("healthy")),
-         "detail": _vllm_detail(url, vllm, settings["vllm_require_healthy"])},
-        {"id": "node_found", "phase": "preflight", "passed": advertised,
-         "detail": found_detail if found else ledger_result.get("msg") or "the ledger could not be read"},
+        check("vllm_healthy_before", not settings["vllm_require_healthy"] or not vllm or bool(vllm.get("healthy")),
+              _vllm_detail(url, vllm, settings["vllm_require_healthy"])),
+        check("node_found", advertised, found_detail if found else ledger_result.get("msg") or "the ledger could not be read"),
     ]
     wanted = settings.get("allocation_wanted", "auto")
     if wanted not in ALLOCATIONS:
-        checks.append({"id": "allocation_valid", "phase": "preflight", "passed": False,
-                       "detail": "gpu_demo_allocation is {0!r}: it must be one of {1}".format(wanted, ", ".join(ALLOCATIONS))})
+        checks.append(check("allocation_valid", False,
+                            "gpu_demo_allocation is {0!r}: it must be one of {1}".format(wanted, ", ".join(ALLOCATIONS))))
     # A node that cannot be read gets one clear reason, not every check failing after it.
     if advertised:
         ready, cordoned = bool(node.get("ready", False)), bool(node.get("unschedulable", False))
@@ -228,27 +227,26 @@ def judge_node(ledger_result, vllm_result, settings):
         if dra:
             allocatable_text = _dra_allocatable_detail(node_name, resource_name, resource, held_by_others)
         checks += [
-            {"id": "node_ready", "phase": "preflight", "passed": ready,
-             "detail": "node {0} is {1}".format(node_name, "Ready" if ready else (
-                 "not Ready: the scheduler places nothing there until its kubelet reports Ready. Look at its conditions "
-                 "(kubectl describe node {0}) and at the kubelet's log on the node").format(node_name))},
-            {"id": "node_schedulable", "phase": "preflight", "passed": not cordoned,
-             "detail": "node {0} is {1}".format(node_name, (
-                 "cordoned (spec.unschedulable): the scheduler places no new pod there. Uncordon it when it may take "
-                 "work (kubectl uncordon {0})").format(node_name) if cordoned else "schedulable")},
-            {"id": "resource_allocatable", "phase": "preflight", "passed": allocatable > 0,
-             "detail": allocatable_text},
-            {"id": "node_not_busy", "phase": "preflight", "passed": held_by_others == 0 or allow_busy, "detail": busy},
+            check("node_ready", ready,
+                  "node {0} is {1}".format(node_name, "Ready" if ready else (
+                      "not Ready: the scheduler places nothing there until its kubelet reports Ready. Look at its conditions "
+                      "(kubectl describe node {0}) and at the kubelet's log on the node").format(node_name))),
+            check("node_schedulable", not cordoned,
+                  "node {0} is {1}".format(node_name, (
+                      "cordoned (spec.unschedulable): the scheduler places no new pod there. Uncordon it when it may take "
+                      "work (kubectl uncordon {0})").format(node_name) if cordoned else "schedulable")),
+            check("resource_allocatable", allocatable > 0, allocatable_text),
+            check("node_not_busy", held_by_others == 0 or allow_busy, busy),
         ]
         if dra_request == "extended_resource":
             checks.append(extended_resource_check(resource, resource_name, settings.get("extended_resource") or "nvidia.com/gpu",
                                                   settings.get("dra_request", "claim")))
     if allow_busy:
-        checks.append({"id": "free_units", "phase": "preflight", "passed": free_for_demo > 0,
-                       "detail": "{0} free unit(s) of {1} to hold{2}".format(
-                           free_for_demo, resource_name, "" if free_for_demo > 0 else
-                           ": other pods hold every unit; run again when one ends (kubectl get pods -A --field-selector "
-                           "spec.nodeName={0})".format(node_name))})
+        checks.append(check("free_units", free_for_demo > 0,
+                            "{0} free unit(s) of {1} to hold{2}".format(
+                                free_for_demo, resource_name, "" if free_for_demo > 0 else
+                                ": other pods hold every unit; run again when one ends (kubectl get pods -A --field-selector "
+                                "spec.nodeName={0})".format(node_name))))
     return {"before": before, "plan": plan, "checks": checks}
 
 
@@ -349,8 +347,8 @@ def judge_admission(dry_run, priority_class, create_priority_class):
             priority_class, joined(unique(policies), "unknown"),
             "" if never else ": it must be Never, so that a demo pod never evicts anything")
     checks = [
-        {"id": "demo_pods_admitted", "phase": "preflight", "passed": not failed or will_create, "detail": admitted_detail},
-        {"id": "demo_pods_never_preempt", "phase": "preflight", "passed": will_create or never, "detail": never_detail},
+        check("demo_pods_admitted", not failed or will_create, admitted_detail),
+        check("demo_pods_never_preempt", will_create or never, never_detail),
     ]
     return {"priority_class_missing": missing_class,
             "checks": checks if not failed or will_create else checks[:1]}

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
@@ -61,21 +62,20 @@ def judge_hold(hold, hold_names, plan, node, resource):
     devices = unit_noun(summary["unit_kind"])
     checks_detail = hand_over_detail(summary, devices)
     checks = [
-        {"id": "hold_running", "phase": "hold", "passed": met,
-         "detail": "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
-             len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else
-         (reason(hold) or "") + _warnings(hold, hold_names)},
-        {"id": "hold_never_preempts", "phase": "hold",
-         "passed": bool(pods) and all(policy == "Never" for policy in policies),
-         "detail": "hold pods have preemptionPolicy {0}".format(joined(unique(policies), "unknown"))},
-        {"id": "hold_one_gpu_per_unit", "phase": "hold", "passed": summary["one_gpu_per_unit"],
-         "detail": "nvidia-smi -L in the hold pods shows {0} device(s) for {1} unit(s), {2} distinct ({3}){4}".format(
-             summary["units_seen"], summary["units_expected"], len(summary["distinct_uuids"]),
-             joined([describe_unit(unit) for unit in sorted(summary["units"], key=lambda unit: unit["uuid"])], "none"),
-             ", up to {0} units per GPU (time-slicing)".format(summary["replicas"]) if summary["replicas"] > 1 else "")
-         + "".join("; {0} is shown in more than {1} hold pod{2}".format(uuid, summary["replicas"], "s" if summary["replicas"] > 1 else "")
-                   for uuid in summary["shared"])},
-        {"id": "hold_env_corroborates", "phase": "hold", "passed": summary["corroborated"], "detail": checks_detail},
+        check("hold_running", met,
+              "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
+                  len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else
+              (reason(hold) or "") + _warnings(hold, hold_names)),
+        check("hold_never_preempts", bool(pods) and all(policy == "Never" for policy in policies),
+              "hold pods have preemptionPolicy {0}".format(joined(unique(policies), "unknown"))),
+        check("hold_one_gpu_per_unit", summary["one_gpu_per_unit"],
+              "nvidia-smi -L in the hold pods shows {0} device(s) for {1} unit(s), {2} distinct ({3}){4}".format(
+                  summary["units_seen"], summary["units_expected"], len(summary["distinct_uuids"]),
+                  joined([describe_unit(unit) for unit in sorted(summary["units"], key=lambda unit: unit["uuid"])], "none"),
+                  ", up to {0} units per GPU (time-slicing)".format(summary["replicas"]) if summary["replicas"] > 1 else "")
+              + "".join("; {0} is shown in more than {1} hold pod{2}".format(uuid, summary["replicas"], "s" if summary["replicas"] > 1 else "")
+                        for uuid in summary["shared"])),
+        check("hold_env_corroborates", summary["corroborated"], checks_detail),
     ]
     # Through DRA the hold's wait also read the ledger: each pod's claim names the device it must have been given.
     entry = resource_entry(hold.get("ledger") or {}, node, resource)
@@ -143,26 +143,22 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
               "dra": entry.get("dra")}
     met = bool(queue.get("met", False))
     checks = [
-        {"id": "queue_pending", "phase": "queue",
-         "passed": met and pod.get("phase") == "Pending" and not pod.get("node_name") and not pod.get("pod_ip"),
-         "detail": "{0}: {1}, node {2}, IP {3}{4}".format(
-             queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>", pod.get("pod_ip") or "<none>",
-             "" if met else ": {0}".format(reason(queue)))},
-        {"id": "queue_insufficient", "phase": "queue",
-         "passed": refused,
-         "detail": "FailedScheduling{0}: {1}".format(
-             "" if scheduling.get("from_event", True) else " (PodScheduled condition)",
-             scheduling.get("message", "no FailedScheduling event"))},
-        {"id": "ledger_full", "phase": "queue",
-         "passed": entry.get("free", -1) == 0 and held_units == as_int(plan.get("units")) and len(pending) == 1,
-         "detail": "ledger {0} on {1}: allocatable {2}, requested {3}, free {4}; the hold pods account for {5}; {6} is {7}{8}".format(
-             resource, node, entry.get("allocatable", "?"), entry.get("requested", "?"), entry.get("free", "?"), held_units,
-             queue_name, "pending on the resource" if pending else "not pending on it", "" if ledger else " (ledger not read)")},
-        {"id": "hold_not_preempted", "phase": "queue",
-         "passed": len(holds) == len(hold_names) and all(item.get("phase") == "Running" for item in holds)
-         and not any(item.get("deletion_timestamp") for item in holds),
-         "detail": "hold pods while the queue pod waits: {0}".format(
-             joined(["{0} {1}".format(item.get("name"), item.get("phase")) for item in holds], "none found"))},
+        check("queue_pending", met and pod.get("phase") == "Pending" and not pod.get("node_name") and not pod.get("pod_ip"),
+              "{0}: {1}, node {2}, IP {3}{4}".format(
+                  queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>", pod.get("pod_ip") or "<none>",
+                  "" if met else ": {0}".format(reason(queue)))),
+        check("queue_insufficient", refused,
+              "FailedScheduling{0}: {1}".format(
+                  "" if scheduling.get("from_event", True) else " (PodScheduled condition)",
+                  scheduling.get("message", "no FailedScheduling event"))),
+        check("ledger_full", entry.get("free", -1) == 0 and held_units == as_int(plan.get("units")) and len(pending) == 1,
+              "ledger {0} on {1}: allocatable {2}, requested {3}, free {4}; the hold pods account for {5}; {6} is {7}{8}".format(
+                  resource, node, entry.get("allocatable", "?"), entry.get("requested", "?"), entry.get("free", "?"), held_units,
+                  queue_name, "pending on the resource" if pending else "not pending on it", "" if ledger else " (ledger not read)")),
+        check("hold_not_preempted", len(holds) == len(hold_names) and all(item.get("phase") == "Running" for item in holds)
+              and not any(item.get("deletion_timestamp") for item in holds),
+              "hold pods while the queue pod waits: {0}".format(
+                  joined(["{0} {1}".format(item.get("name"), item.get("phase")) for item in holds], "none found"))),
     ]
     return scheduling, during, checks
 
@@ -178,17 +174,15 @@ def judge_release(release, hold_names, held_uuids, node, queue_name):
     met = bool(release.get("met", False))
     still = ", still terminating: {0}".format(", ".join(left)) if left else ", gone"
     checks = [
-        {"id": "hold_released", "phase": "release", "passed": len(deleted) == len(hold_names),
-         "detail": "deleted {0}{1}".format(joined(deleted, "nothing"), still)},
-        {"id": "queue_ran_on_node", "phase": "release",
-         "passed": met and pod.get("node_name") == node and pod.get("phase") == "Succeeded",
-         "detail": "{0}: {1} on {2}{3}".format(
-             queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>",
-             " after {0} s".format(release.get("elapsed")) if met else ": {0}".format(reason(release)))},
-        {"id": "queue_got_held_gpu", "phase": "release",
-         "passed": bool(seen) and not [uuid for uuid in seen if uuid not in held_uuids],
-         "detail": "the queue pod saw {0}; the hold had {1}".format(
-             joined([describe_unit(unit) for unit in evidence["units"]], "no GPU"), joined(unique(held_uuids), "none"))},
+        check("hold_released", len(deleted) == len(hold_names),
+              "deleted {0}{1}".format(joined(deleted, "nothing"), still)),
+        check("queue_ran_on_node", met and pod.get("node_name") == node and pod.get("phase") == "Succeeded",
+              "{0}: {1} on {2}{3}".format(
+                  queue_name, pod.get("phase", "not found"), pod.get("node_name") or "<none>",
+                  " after {0} s".format(release.get("elapsed")) if met else ": {0}".format(reason(release)))),
+        check("queue_got_held_gpu", bool(seen) and not [uuid for uuid in seen if uuid not in held_uuids],
+              "the queue pod saw {0}; the hold had {1}".format(
+                  joined([describe_unit(unit) for unit in evidence["units"]], "no GPU"), joined(unique(held_uuids), "none"))),
     ]
     return evidence, checks
 
