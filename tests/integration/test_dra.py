@@ -69,7 +69,7 @@ def test_the_walkthrough_through_dra_passes_and_leaves_nothing(sim, tmp_path, re
     words = {"dra": "GPUs through DRA (ResourceClaims of the run)",
              "dra_extended_resource": "GPUs through DRA (an extended resource: ResourceClaims made by the scheduler)"}[path]
     assert words in run.svg.read_text()
-    assert ("ResourceClaims the scheduler makes for their plain extended resource requests" in run.markdown.read_text()) == (
+    assert ("which the class serves (extendedResourceName): the scheduler makes their ResourceClaims" in run.markdown.read_text()) == (
         path == "dra_extended_resource")
     # The queue pod waited with the scheduler's own DRA refusal, while the hold's claim had the GPU.
     assert "cannot allocate all claims" in run.check("queue_insufficient")["detail"]
