@@ -17,6 +17,9 @@ NAMESPACE = "gpu-operator"
 MANAGED = "app.kubernetes.io/managed-by=gpuops.scheduling"
 SEED_UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
 
+# Each test switches to the topology it needs first: any worker may run any of them.
+pytestmark = pytest.mark.independent
+
 
 def kubectl_json(sim, *args: str) -> list:
     return json.loads(sim.kubectl("get", *args, "-o", "json").stdout)["items"]

@@ -7,9 +7,10 @@ module survives a SIGKILL of ansible-playbook or of its group. The whole tree is
 that nothing forks while it is killed. The lock's renewer has left the tree on purpose: it must notice by
 itself that ansible-playbook is gone.) Then:
 1. the killed run's Lease is no longer renewed: it expires within its duration of the kill;
-2. 30 s after the kill the playbook runs again, with the default settings: it must pass, warn that it took
-   over the dead run's lock, and remove (with a warning naming them) every pod of the killed run still there;
-   the report says so;
+2. as soon as that Lease has expired (as an operator's retry that comes once the lock is free: read from the
+   Lease, not from a clock; at least SETTLE_SECONDS after the kill) the playbook runs again, with the default
+   settings: it must pass, warn that it took over the dead run's lock, and remove (with a warning naming them)
+   every pod of the killed run still there; the report says so;
 3. at one kill point (the hold running) no rerun comes until the node's units are free by themselves: the
    seconds are measured, and must be within the bound the role documents: a hold pod sleeps
    gpu_demo_hold_seconds, and activeDeadlineSeconds (gpu_demo_hold_seconds + gpu_demo_lock_seconds) ends it at
@@ -43,7 +44,7 @@ TIMEOUT = 4                # each wait (short: the kill points come sooner); the
 LOCK_SECONDS = 15          # the role's default gpu_demo_lock_seconds, which no variable here changes
 HOLD_SECONDS = 2 * TIMEOUT + 2 * LOCK_SECONDS   # the role's default gpu_demo_hold_seconds for this timeout
 DEADLINE_BOUND = HOLD_SECONDS + LOCK_SECONDS    # activeDeadlineSeconds: how long a GPU may stay taken with no rerun
-RERUN_AFTER = 30           # seconds from the kill to the next run, as an operator's retry
+SETTLE_SECONDS = 2        # the least time from the kill to the next run (see kill_and_recover)
 FREE_BY_ITSELF_AT = "hold running"   # the kill point where no rerun comes until the units are free by themselves
 RUN_VARS = {"gpu_demo_timeout": TIMEOUT, "gpu_demo_vllm_health_url": ""}
 
@@ -207,8 +208,26 @@ def lease_expiry(admin_coordination, node: str):
     return spec.holder_identity, renewed + datetime.timedelta(seconds=spec.lease_duration_seconds or 0)
 
 
+def wait_until_lock_expired(coordination, killed_wall, killed_at: float) -> list:
+    """Sleep until the node's Lease has expired by a second (or is gone), and SETTLE_SECONDS after the kill at least;
+    -> problems: a renewal after the kill."""
+    problems = []
+    while True:
+        _holder, expiry = lease_expiry(coordination, NODE)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        if expiry is not None and expiry - killed_wall > datetime.timedelta(seconds=LOCK_SECONDS + 1) and not problems:
+            problems.append(f"the lock was renewed after the kill (read before the rerun): it expires {round((expiry - killed_wall).total_seconds(), 1)}s after it")
+        left = (expiry - now).total_seconds() + 1 if expiry is not None else 0
+        settle = SETTLE_SECONDS - (time.monotonic() - killed_at)
+        if left <= 0 and settle <= 0:
+            return problems
+        if time.monotonic() - killed_at > 3 * LOCK_SECONDS + 60:
+            return problems + [f"the lock had not expired {round(time.monotonic() - killed_at)}s after the kill"]
+        time.sleep(min(max(left, settle, 0.1), 1.0))
+
+
 def kill_and_recover(sim, inventory, env, kind: str, point: str, before: dict, directory) -> dict:
-    """One kill point: kill, see the lock expire, run again 30 s later (at one point: first wait until free). Problems in
+    """One kill point: kill, see the lock expire, run again once it has (at one point: first wait until free). Problems in
     two lists: "free" (the lock and the GPU came back within their bounds) and "rerun" (the next run passed, took the
     lock over and removed the leftovers)."""
     from kubernetes import client, config  # pylint: disable=import-outside-toplevel
@@ -256,13 +275,15 @@ def kill_and_recover(sim, inventory, env, kind: str, point: str, before: dict, d
         requested = facts["ledger"]["nodes"][NODE]["resources"][RESOURCE]["requested"]
         if requested != before["requested"]:
             row["free"].append(f"gpu_ledger_facts says requested {requested}")
-    # A create the killed run had already sent may still land after the kill (its module process died, the API
-    # server finishes the request): what the run left is what is there once that has settled.
-    time.sleep(max(2.0, RERUN_AFTER - (time.monotonic() - run.killed_at)))
+    # The next run comes once the dead run's lock has expired, as the Lease says now (a renewal after the kill would
+    # move it: that is a failure, and the wait follows it, so that the rerun still proves the takeover). A create the
+    # killed run had already sent may still land after the kill (its module process died, the API server finishes
+    # the request): what the run left is what is there once that has settled, SETTLE_SECONDS at least.
+    row["free"] += wait_until_lock_expired(coordination, killed_wall, run.killed_at)
     left = admin.list_namespaced_pod(NAMESPACE, label_selector=f"gpuops.scheduling/run-id={run_id}").items
     row["ended as"] = sorted({f"{pod.status.phase}{'(' + pod.status.reason + ')' if pod.status.reason else ''}" for pod in left})
     left = sorted(pod.metadata.name for pod in left)
-    # 3. The next run, 30 s after the kill, with the default lock: passes, takes over, removes the leftovers, says so.
+    # 3. The next run, once the lock expired, with the default lock: passes, takes over, removes the leftovers, says so.
     rerun_id = new_run_id("rerun")
     row["rerun after s"] = round(time.monotonic() - run.killed_at, 1)
     rerun = run_playbook(inventory, env, {"gpu_demo_run_id": rerun_id, **RUN_VARS})
@@ -305,8 +326,8 @@ COLUMNS = ["kill point", "killed after s", "processes killed", "pods at kill", "
 
 # The kill points are dealt round-robin to this many tests, which run on different workers' clusters at once (each
 # point is independent: its own run, kill, wait and rerun on a node that starts clean); one after another they took
-# ~14 minutes, mostly the 30 s each rerun waits.
-SHARDS = 3
+# ~14 minutes, mostly the 30 s each rerun then waited.
+SHARDS = 4
 
 
 def kill_points_of(shard: int, points: list) -> list:
@@ -325,7 +346,7 @@ def run_kills(sim, directory, shard: int) -> tuple:
             for kind, point in kill_points_of(shard, points)]
     print(f"\nSIGKILL of ansible-playbook and every process it started; default gpu_demo_lock_seconds={LOCK_SECONDS}, "
           f"gpu_demo_timeout={TIMEOUT}, so gpu_demo_hold_seconds={HOLD_SECONDS}, activeDeadlineSeconds={DEADLINE_BOUND}; "
-          f"rerun {RERUN_AFTER}s after the kill; kill points {shard + 1} of every {SHARDS}")
+          f"rerun once the Lease expired (at least {SETTLE_SECONDS}s after the kill); kill points {shard + 1} of every {SHARDS}")
     print(" | ".join(COLUMNS))
     for row in rows:
         print(" | ".join(str(row.get(column, "-")) for column in COLUMNS))
@@ -349,6 +370,6 @@ def test_sigkill_at_every_step_frees_the_gpu_and_the_next_run_takes_over(sim, tm
     assert any(row.get("leftovers left") for row in rows), "no kill point left a pod behind: the test proves nothing"
     if FREE_BY_ITSELF_AT in [point for _kind, point in kill_points_of(shard, points)]:
         assert any("seconds until free" in row for row in rows), "the GPU was never left to free itself"
-    # The next run, 30 s after the kill, passes, takes the lock over and removes the leftovers, and says so.
+    # The next run, once the dead lock expired, passes, takes the lock over and removes the leftovers, and says so.
     problems = {row["kill point"]: row["rerun"] for row in rows if row["rerun"]}
     assert not problems, json.dumps(problems, indent=1)
