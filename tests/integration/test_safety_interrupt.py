@@ -216,7 +216,8 @@ def wait_until_lock_expired(coordination, killed_wall, killed_at: float) -> list
         _holder, expiry = lease_expiry(coordination, NODE)
         now = datetime.datetime.now(datetime.timezone.utc)
         if expiry is not None and expiry - killed_wall > datetime.timedelta(seconds=LOCK_SECONDS + 1) and not problems:
-            problems.append(f"the lock was renewed after the kill (read before the rerun): it expires {round((expiry - killed_wall).total_seconds(), 1)}s after it")
+            after = round((expiry - killed_wall).total_seconds(), 1)
+            problems.append(f"the lock was renewed after the kill (read before the rerun): it expires {after}s after it")
         left = (expiry - now).total_seconds() + 1 if expiry is not None else 0
         settle = SETTLE_SECONDS - (time.monotonic() - killed_at)
         if left <= 0 and settle <= 0:
