@@ -178,6 +178,9 @@ def run_playbook(tmp_path, base, interpreter, strict=True, text=PLAYBOOK, inject
     env = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
     # Results carry the task's arguments: always up to ansible-core 2.20, from 2.21 on only with this setting.
     env["ANSIBLE_INJECT_INVOCATION"] = str(inject_invocation)
+    # An async job's results in the test's own folder: the default ~/.ansible_async is expanded from HOME by the job
+    # and from the password database by async_status, two folders where HOME is not the user's home.
+    env["ANSIBLE_ASYNC_DIR"] = str(tmp_path / "async")
     completed = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook), "-i", "localhost,", "-c", "local", "-vvv",
          "-e", json.dumps(extra_vars), "-e", "ansible_python_interpreter=" + interpreter],
