@@ -63,6 +63,18 @@ def why_not_in_process(transport, become, async_val, interpreter, needs_kubernet
     return None
 
 
+def why_not_here(action, task_vars, needs_kubernetes):
+    """why_not_in_process() for the task an action plugin (``action``) runs, with the interpreter it would use."""
+    task = action._task
+    # A delegated task runs with the delegated host's interpreter, as ActionBase._configure_module reads it.
+    host_vars = task_vars.get("ansible_delegated_vars", {}).get(task.delegate_to) if task.delegate_to else None
+    interpreter = (host_vars or task_vars).get("ansible_python_interpreter")
+    if interpreter is not None:
+        interpreter = action._templar.template(interpreter)
+    return why_not_in_process(action._connection.transport, action._play_context.become, task.async_val,
+                              interpreter, needs_kubernetes)
+
+
 def same_python(interpreter, executable):
     """Whether ``interpreter`` is ``executable``'s Python with its packages.
 
@@ -138,13 +150,7 @@ class InProcessModule(ActionBase):
         task_vars = task_vars or {}
         result = super(InProcessModule, self).run(tmp, task_vars)
         module_name = self._task.resolved_action or self._task.action
-        # A delegated task runs with the delegated host's interpreter, as ActionBase._configure_module reads it.
-        host_vars = task_vars.get("ansible_delegated_vars", {}).get(self._task.delegate_to) if self._task.delegate_to else None
-        interpreter = (host_vars or task_vars).get("ansible_python_interpreter")
-        if interpreter is not None:
-            interpreter = self._templar.template(interpreter)
-        why_not = why_not_in_process(self._connection.transport, self._play_context.become, self._task.async_val,
-                                     interpreter, self.K8S)
+        why_not = why_not_here(self, task_vars, self.K8S)
         if why_not:
             display.vvv("{0}: running as a module: {1}".format(module_name, why_not))
             # As ansible.builtin.normal, the action behind every plain module.
