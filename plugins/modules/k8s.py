@@ -46,7 +46,7 @@ attributes:
   check_mode:
     support: full
     details:
-      - As M(kubernetes.core.k8s): a server-side dry run, nothing is written.
+      - As with M(kubernetes.core.k8s), a server-side dry run; nothing is written.
   diff_mode:
     support: full
   platform:
@@ -99,4 +99,25 @@ result:
       (C(method), C(diff), C(duration), C(error)) is returned too.
   returned: success
   type: complex
+  contains:
+    api_version:
+      description: The versioned schema of this representation of an object.
+      returned: success
+      type: str
+    kind:
+      description: Represents the REST resource this object represents.
+      returned: success
+      type: str
+    metadata:
+      description: Standard object metadata. Includes name, namespace, annotations, labels, etc.
+      returned: success
+      type: dict
+    spec:
+      description: Specific attributes of the object. Will vary based on the I(api_version) and I(kind).
+      returned: success
+      type: dict
+    status:
+      description: Current status details for the object.
+      returned: success
+      type: dict
 """

@@ -19,6 +19,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubernetes.core.plugins.modules import k8s as kubernetes_core_k8s
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import module_main
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.in_process import inject_invocation
 
 # A module as modules are written: AnsibleModule by name in its namespace, its result through exit_json/fail_json.
 SOURCE = '''
@@ -67,7 +68,9 @@ def with_ansible_module(module, args, check_mode=False, diff=False):
 
 
 def in_process(module, args, check_mode=False, diff=False):
-    return module_main.run_main(module, "example", dict(args), check_mode=check_mode, diff=diff)
+    # The task's arguments in its result where AnsibleModule puts them (up to ansible-core 2.20; 2.21: on request).
+    return module_main.run_main(module, "example", dict(args), check_mode=check_mode, diff=diff,
+                                with_invocation=inject_invocation({}))
 
 
 def comparable(result):
@@ -149,7 +152,7 @@ def test_an_error_inside_main_is_raised_and_the_binding_restored():
 def test_kubernetes_core_k8s_refuses_bad_arguments_in_process_as_its_module_does(args):
     # Refused before any connection is made: kubernetes.core's own spec and constraints, through either class.
     expected = with_ansible_module(kubernetes_core_k8s, args)
-    result = module_main.run_main(kubernetes_core_k8s, "example", dict(args))
+    result = module_main.run_main(kubernetes_core_k8s, "example", dict(args), with_invocation=inject_invocation({}))
     assert comparable(result) == comparable(expected)
     assert result["failed"] is True and "s3cret" not in json.dumps(result)
     assert kubernetes_core_k8s.AnsibleModule is not module_main.InProcessAnsibleModule
