@@ -107,9 +107,10 @@ PLAY = textwrap.dedent("""\
             dest: "{out}"
     """)
 
-# What differs between the same object made twice (where and when), and between two runs of the same step.
+# What differs between the same object made twice (where and when), and between two runs of the same step. (A diff
+# holds managedFields where their time ticked over to the next second between the two reads, whichever way it ran.)
 VOLATILE = {"uid", "resourceVersion", "creationTimestamp", "time", "duration", "namespace", "selfLink", "invocation",
-            "_ansible_no_log"}
+            "_ansible_no_log", "managedFields"}
 
 
 def steps_for(module: str, ns: str, src: str, prefix: str, **task_keys) -> tuple[str, list[str]]:
@@ -129,7 +130,9 @@ def steps_for(module: str, ns: str, src: str, prefix: str, **task_keys) -> tuple
 def normalised(value, namespace: str):
     """A result with what differs between the two namespaces' objects (and between runs) taken out."""
     if isinstance(value, dict):
-        return {key: normalised(item, namespace) for key, item in value.items() if key not in VOLATILE}
+        kept = {key: normalised(item, namespace) for key, item in value.items() if key not in VOLATILE}
+        # A part left empty by what was taken out (a diff's metadata that held only managedFields) goes too.
+        return {key: item for key, item in kept.items() if item != {} or value[key] == {}}
     if isinstance(value, list):
         return [normalised(item, namespace) for item in value]
     if isinstance(value, str):

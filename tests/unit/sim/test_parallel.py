@@ -48,9 +48,10 @@ def test_worker_zero_is_the_checkouts_own_cluster_the_others_have_their_own_fold
         "GPUOPS_SIM_DIR": "/x/mine-w1", "GPUOPS_SIM_PORT_OFFSET": "200"}
 
 
-def test_worker_count_one_more_than_the_cores_within_memory_and_the_override():
+def test_worker_count_two_a_core_within_memory_and_the_override():
     gib = 2**30
-    assert parallel.auto_workers(2, 20 * gib) == 3
+    assert parallel.auto_workers(2, 20 * gib) == 4
+    assert parallel.auto_workers(1, 20 * gib) == 2
     assert parallel.auto_workers(2, 4 * gib) == 2            # 1.5 GiB a cluster
     assert parallel.auto_workers(8, 1 * gib) == 1            # never none
     assert parallel.auto_workers(2, 20 * gib, "3") == 3
