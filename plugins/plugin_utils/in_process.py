@@ -118,12 +118,13 @@ def task_environment(environment):
         os.environ.update(saved)
 
 
-def validate(options, args, module_name):
+def validate(options, args, module_name, **constraints):
     """(params, no_log values, error message or None), as AnsibleModule validates a module's arguments.
 
+    ``constraints``: AnsibleModule's between options (mutually_exclusive, required_if, ...), under its names.
     After an error, ``params`` holds what could be validated (as in AnsibleModule, which then fails).
     """
-    validation = ArgumentSpecValidator(options).validate(args)
+    validation = ArgumentSpecValidator(options, **constraints).validate(args)
     no_log_values = set(validation._no_log_values)
     if validation.error_messages:
         message = validation.errors.msg

@@ -7,8 +7,8 @@
 
 A module's ``main()`` builds an AnsibleModule, which reads its arguments from the process's stdin and ends the
 process with its result on stdout. Here ``main()`` runs with the module's ``AnsibleModule`` name bound, for that
-call, to ``InProcessAnsibleModule``: the arguments are validated as AnsibleModule validates them (the same
-ArgumentSpecValidator, with the module's own spec and constraints) and ``exit_json``/``fail_json`` end the call
+call, to ``InProcessAnsibleModule``: the arguments are validated as AnsibleModule validates them
+(in_process.validate(): its ArgumentSpecValidator, with the module's own spec and constraints) and ``exit_json``/``fail_json`` end the call
 with the result, which goes through what AnsibleModule does to a result (secrets masked, warnings and arguments
 added). Everything else is the module's own code: what it reads, writes, decides and returns.
 
@@ -21,10 +21,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
-from ansible.module_utils.errors import UnsupportedError
 from ansible.utils.display import Display
+
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.in_process import validate
 
 display = Display()
 
@@ -57,15 +57,10 @@ class InProcessAnsibleModule:
         self._warnings = []
         self._deprecations = []
         constraints = dict((name, kwargs[name]) for name in _CONSTRAINTS if kwargs.get(name))
-        validation = ArgumentSpecValidator(argument_spec, **constraints).validate(task["args"])
-        self.params = validation.validated_parameters
-        # AnsibleK8SModule adds what it masks beyond the spec's no_log (an inline kubeconfig, kubernetes.core 6.3+).
-        self.no_log_values = set(validation._no_log_values)
-        if validation.error_messages:
-            message = validation.errors.msg
-            if isinstance(validation.errors[0], UnsupportedError):
-                message = "Unsupported parameters for ({0}) module: {1}".format(self._name, message)
-            self.fail_json(msg=message)
+        # no_log_values: AnsibleK8SModule adds what it masks beyond the spec's no_log (an inline kubeconfig, 6.3+).
+        self.params, self.no_log_values, error = validate(argument_spec, task["args"], self._name, **constraints)
+        if error:
+            self.fail_json(msg=error)
         if self.check_mode and not supports_check_mode:
             self.exit_json(skipped=True, msg="remote module ({0}) does not support check mode".format(self._name))
 

@@ -21,18 +21,19 @@ pytestmark = pytest.mark.independent
 CORE = "kubernetes.core.k8s"
 HERE = "gpuops.scheduling.k8s"
 
+# The ConfigMap the steps create, find unchanged, change only in check mode, and read back.
+SETTINGS = '{{apiVersion: v1, kind: ConfigMap, metadata: {{name: settings, namespace: "{ns}", labels: {{run: eq}}}}, data: {{a: "1"}}}}'
+
 # Each step once per way; {module} and {ns} filled in per way. Every result is registered under the step's name.
 STEPS = textwrap.dedent("""\
     - name: create
       {module}:
         state: present
-        definition: {{apiVersion: v1, kind: ConfigMap, metadata: {{name: settings, namespace: "{ns}", labels: {{run: eq}}}},
-                     data: {{a: "1"}}}}
+        definition: {settings}
     - name: create_again
       {module}:
         state: present
-        definition: {{apiVersion: v1, kind: ConfigMap, metadata: {{name: settings, namespace: "{ns}", labels: {{run: eq}}}},
-                     data: {{a: "1"}}}}
+        definition: {settings}
     - name: change_in_check_mode
       check_mode: true
       diff: true
@@ -42,8 +43,7 @@ STEPS = textwrap.dedent("""\
     - name: read_after_check_mode
       {module}:
         state: present
-        definition: {{apiVersion: v1, kind: ConfigMap, metadata: {{name: settings, namespace: "{ns}", labels: {{run: eq}}}},
-                     data: {{a: "1"}}}}
+        definition: {settings}
     - name: apply_with_diff
       diff: true
       {module}:
@@ -116,7 +116,7 @@ VOLATILE = {"uid", "resourceVersion", "creationTimestamp", "time", "duration", "
 def steps_for(module: str, ns: str, src: str, prefix: str, **task_keys) -> tuple[str, list[str]]:
     names = []
     tasks = []
-    for step in re.split(r"^(?=- name: )", STEPS.format(module=module, ns=ns, src=src), flags=re.M):
+    for step in re.split(r"^(?=- name: )", STEPS.format(module=module, ns=ns, src=src, settings=SETTINGS.format(ns=ns)), flags=re.M):
         if not step.strip():
             continue
         name = re.match(r"- name: (\w+)", step).group(1)
