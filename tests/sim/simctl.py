@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cluster  # noqa: E402  pylint: disable=wrong-import-position
 import nodes as real_nodes  # noqa: E402  pylint: disable=wrong-import-position
 import dra_classes  # noqa: E402  pylint: disable=wrong-import-position
+import scheduler_probe  # noqa: E402  pylint: disable=wrong-import-position
 import topology as topo  # noqa: E402  pylint: disable=wrong-import-position
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -488,7 +489,11 @@ def apiserver_flags(sim: cluster.SimDir, flags: list) -> None:
     readyz = "/readyz?exclude=informer-sync" if flags else "/readyz"
     check_alive(sim, ("kube-apiserver",), lambda: cluster.api_ready(sim, readyz), 60, f"kube-apiserver {readyz}")
     ready = "ready" if cluster.api_ready(sim) else "serving (its informer-sync readiness check fails)"
-    say(f"kube-apiserver restarted with {' '.join(flags) if flags else 'its own flags only'}: {ready}")
+    # The tests that call this configure the cluster, they do not test an outage: wait until the scheduler
+    # watches again (its reflectors back off while the API server is away).
+    waited = scheduler_probe.wait_until_scheduler_watches(api(sim))
+    say(f"kube-apiserver restarted with {' '.join(flags) if flags else 'its own flags only'}: {ready}; "
+        f"kube-scheduler tried a new pod {waited:.1f}s later")
 
 
 def set_fault(sim: cluster.SimDir, node: str, faults: str) -> None:
