@@ -143,6 +143,23 @@ def wait_until(predicate, timeout: float = 30.0, what: str = "the condition", in
         time.sleep(interval)
 
 
+def fresh_scheduler(sim) -> float:
+    """Start kube-scheduler again and wait until it tries a new pod; returns the seconds that took.
+
+    After an API server outage a 1.36 kube-scheduler may lag (its watches back off for up to a minute) and may hold a
+    cache that the outage left wrong (a binding in flight when the API server went): it exits on that later, by design
+    (pkg/scheduler/backend/cache/cache.go), in whatever test runs next on the cluster. A test that made the outage
+    calls this once the outage is over, so what it runs after (a rerun) and the tests after it meet a scheduler that
+    did not live through it.
+    """
+    # tests/sim is on the path (conftest.py)
+    import scheduler_probe  # pylint: disable=import-outside-toplevel
+    restarted = subprocess.run([sys.executable, str(CHECKOUT / "tests" / "sim" / "simctl.py"), "restart", "kube-scheduler",
+                                "--pause", "0"], capture_output=True, text=True, timeout=120, check=False)
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    return scheduler_probe.wait_until_scheduler_watches(core_api(sim.kubeconfig))
+
+
 def tail(process: subprocess.CompletedProcess, limit: int = 4000) -> str:
     return (process.stdout + process.stderr)[-limit:]
 

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from safety_helpers import (CHECKOUT, MANAGED, NAMESPACE, NODE, core_api, demo_pods, ledger, new_run_id, output_of, playbook_command,
-                            read_report, run_env, run_playbook, tail, write_inventory)
+from safety_helpers import (CHECKOUT, MANAGED, NAMESPACE, NODE, core_api, demo_pods, fresh_scheduler, ledger, new_run_id, output_of,
+                            playbook_command, read_report, run_env, run_playbook, tail, write_inventory)
 
 SLOW_EVIDENCE = ("sleep 4; nvidia-smi -L; env | grep '^NVIDIA_' | sort; "
                  "nvidia-smi --query-gpu=uuid,memory.used,memory.total --format=csv,noheader; echo '{{ gpu_demo_evidence_marker }}'")
@@ -75,9 +75,13 @@ def fault(sim, tmp_path_factory):
     started = time.monotonic()
     process = subprocess.run(playbook_command(inventory, {"gpu_demo_run_id": run_id, **RUN_VARS}), capture_output=True, text=True,
                              cwd=CHECKOUT, env=env, timeout=400, check=False)
+    took = round(time.monotonic() - started, 1)
     restarter.join(timeout=180)
+    # The outage is over: the rerun and the tests after this file on the cluster get a scheduler that did not live
+    # through it (the run above met the one that did: that is the fault under test).
+    scheduler_took = fresh_scheduler(sim)
     state = {"before": before, "process": process, "outcome": outcome, "report": read_report(directory / "reports", run_id),
-             "left": demo_pods(admin, run_id), "run took s": round(time.monotonic() - started, 1), "rerun": None}
+             "left": demo_pods(admin, run_id), "run took s": took, "rerun": None}
     if state["left"] or process.returncode != 0:
         lease = _lease(sim)
         if lease and run_id in (lease.spec.holder_identity or ""):
@@ -93,7 +97,8 @@ def fault(sim, tmp_path_factory):
     report, rerun_report = state["report"] or {}, state.get("rerun report") or {}
     print({"rc": process.returncode, "passed": report.get("passed"), "failed checks": report.get("failed_checks"),
            "failure": report.get("failure"), "api away s": round(outcome.get("api back at", 0) - outcome.get("api down at", 0), 1),
-           "run took s": state["run took s"], "left after the run": state["left"], "lock wait s": state.get("lock wait s"),
+           "run took s": state["run took s"], "fresh scheduler s": round(scheduler_took, 1), "left after the run": state["left"],
+           "lock wait s": state.get("lock wait s"),
            "rerun rc": state["rerun"].returncode if state["rerun"] else None, "rerun passed": rerun_report.get("passed"),
            "rerun removed": rerun_report.get("leftovers"), "rerun failure": rerun_report.get("failure"),
            "left at the end": state["left at the end"]})
