@@ -12,6 +12,7 @@ import ipaddress
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -310,6 +311,17 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.25) -> No
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
+
+
+def unix_socket_accepts(path: Path) -> bool:
+    """Whether something listens on the Unix socket at ``path`` (a file left by a dead process does not)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
 
 
 # --- the components' command lines --------------------------------------------------------------

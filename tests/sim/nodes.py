@@ -278,6 +278,10 @@ class Node:
                 runtime_argv += ["--image-env", "NVIDIA_VISIBLE_DEVICES=all"]
         runtime_argv += [arg for image in self.unpullable for arg in ("--unpullable", image)]
         cluster.start_process(self.sim, self.runtime_process, runtime_argv, marker=str(self.dir / "runtime.sock"))
+        # The kubelet checks the CRI endpoint once as it starts and exits if nothing answers (systemd orders it after
+        # containerd): on a loaded machine the runtime may not listen yet.
+        cluster.wait_for(lambda: cluster.unix_socket_accepts(self.dir / "runtime.sock"), 30,
+                         f"{self.runtime_process} to listen on {self.dir / 'runtime.sock'}")
         for config in self.plugin_configs():
             self.start_plugin(simnode, config["resource"])
         if self.real_gpus:
