@@ -489,6 +489,14 @@ def apiserver_flags(sim: cluster.SimDir, flags: list) -> None:
     readyz = "/readyz?exclude=informer-sync" if flags else "/readyz"
     check_alive(sim, ("kube-apiserver",), lambda: cluster.api_ready(sim, readyz), 60, f"kube-apiserver {readyz}")
     ready = "ready" if cluster.api_ready(sim) else "serving (its informer-sync readiness check fails)"
+    if not flags:
+        # Back to every API group: the scheduler's and controller-manager's informers of a group the API server did
+        # not serve (resource.k8s.io) back off on its 404s for up to a minute, so a DeviceClass created now stays
+        # unknown to the scheduler ("device class ... does not exist") past a walk's hold. Started again, they list
+        # every group at once, and the scheduler schedules only once all its informers have synced.
+        for component in ("kube-controller-manager", "kube-scheduler"):
+            stop_component(sim, component)
+            start_component(sim, component)
     # The tests that call this configure the cluster, they do not test an outage: wait until the scheduler
     # watches again (its reflectors back off while the API server is away).
     waited = scheduler_probe.wait_until_scheduler_watches(api(sim))
