@@ -495,8 +495,7 @@ def apiserver_flags(sim: cluster.SimDir, flags: list) -> None:
         # unknown to the scheduler ("device class ... does not exist") past a walk's hold. Started again, they list
         # every group at once, and the scheduler schedules only once all its informers have synced.
         for component in ("kube-controller-manager", "kube-scheduler"):
-            stop_component(sim, component)
-            start_component(sim, component)
+            restart(sim, component, pause=0)
     # The tests that call this configure the cluster, they do not test an outage: wait until the scheduler
     # watches again (its reflectors back off while the API server is away).
     waited = scheduler_probe.wait_until_scheduler_watches(api(sim))
