@@ -287,15 +287,21 @@ class Node:
         if self.real_gpus:
             cluster.start_process(self.sim, self.health_process, cluster.python_argv(
                 "nvml_gpus.py", "health", "--faults", str(self.faults_file)), marker="nvml_gpus.py")
-        # Its own mount namespace, where this node's device-plugins folder is the kubelet's fixed one.
+        # Its own mount namespace, where this node's device-plugins folder is the kubelet's fixed one, and its
+        # --root-dir is already a shared mount. A kubelet that finds its root dir on a private mount bind-mounts it
+        # onto itself as it starts (MakeRShared), while its PodResources server renames a socket into
+        # pod-resources/ at the same moment: a rename that straddles the new mount fails with EXDEV and the kubelet
+        # exits ("failed to move temporary file to addr ... invalid cross-device link", as in k3s-io/k3s#4042).
+        root_dir = self.dir / "kubelet"
         kubelet = [str(k8s_bin / "kubelet"), f"--config={self.dir / 'kubelet.yaml'}",
-                   f"--kubeconfig={self.sim.kubeconfig}", f"--root-dir={self.dir / 'kubelet'}",
-                   f"--cert-dir={self.dir / 'kubelet' / 'pki'}", f"--hostname-override={self.name}",
+                   f"--kubeconfig={self.sim.kubeconfig}", f"--root-dir={root_dir}",
+                   f"--cert-dir={root_dir / 'pki'}", f"--hostname-override={self.name}",
                    f"--node-ip={cluster.LOOPBACK}", "--v=1"]
         argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-                'mount --bind "$0" ' + shlex.quote(str(DEVICE_PLUGIN_DIR)) + ' && exec "$@"',
-                str(self.dir / "device-plugins"), *kubelet]
-        cluster.start_process(self.sim, self.kubelet_process, argv, marker=f"--root-dir={self.dir / 'kubelet'}")
+                'mount --bind "$0" ' + shlex.quote(str(DEVICE_PLUGIN_DIR))
+                + ' && mount --bind "$1" "$1" && mount --make-rshared "$1" && shift && exec "$@"',
+                str(self.dir / "device-plugins"), str(root_dir), *kubelet]
+        cluster.start_process(self.sim, self.kubelet_process, argv, marker=f"--root-dir={root_dir}")
         if self.dra:
             self.start_dra_driver(simnode)
 
