@@ -4,7 +4,11 @@
 #   bin/kube-allinone.xz   kube-apiserver, -scheduler, -controller-manager, kubelet and kubectl in ONE binary
 #                          (tests/device/allinone: they share most of their code; five binaries would not fit)
 #   bin/etcd.xz, bin/gpuops-simnode.xz
-#   wheels/                tests/device/requirements.txt for CPython 3.12 on x86-64 Linux
+#   site.tar.xz            tests/device/requirements.txt installed for CPython 3.12 on x86-64 Linux, packed solid
+#                          (the wheels are zip files: one xz over their contents is 7.5 MiB against 17.3)
+#   nvidia.tar.xz          only with GPUOPS_NVIDIA_BINARIES="PATH ...": NVIDIA's binaries a user built (device plugin,
+#                          gpu-kubelet-plugin), packed solid with xz's x86 filter (15.5 -> 11.8 MiB), so that both
+#                          travel with the bundle and the tree; never committed
 #   kubernetes-core.tar.gz kubernetes.core from .venv (the `ansible` package's copy)
 # The checkout itself travels as the working tree. Prints the bundle's size; it must stay under 64 MiB with the tree.
 set -euo pipefail
@@ -36,21 +40,35 @@ if [ ! -x "$allinone" ]; then
 fi
 simnode=$(cd "$root/tests/sim" && "$root/.venv/bin/python" -c 'import nodes; print(nodes.simnode_binary())' | tail -1)  # (a cold build prints a line first)
 
-rm -rf "$out" && mkdir -p "$out/bin" "$out/wheels"
-log "compressing the binaries (xz; etcd stripped of its symbols first: 39 -> 27 MB)"
+rm -rf "$out" && mkdir -p "$out/bin"
+log "compressing the binaries (xz with its x86 filter, preset 9; etcd stripped of its symbols first: 39 -> 27 MB)"
 strip --strip-all -o "$out/etcd" "$etcd_bin/etcd"
 for binary in "$allinone" "$out/etcd" "$simnode"; do
-  xz -T2 -6 -c "$binary" > "$out/bin/$(basename "$binary").xz"
+  xz -T2 --x86 --lzma2=preset=9 -c "$binary" > "$out/bin/$(basename "$binary").xz"
 done
 rm "$out/etcd"
-log "wheels for CPython 3.12 (tests/device/requirements.txt)"
-"$root/.venv/bin/python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  --platform manylinux_2_34_x86_64 --platform manylinux_2_39_x86_64 -d "$out/wheels" -r "$root/tests/device/requirements.txt"
+log "Python packages for CPython 3.12 (tests/device/requirements.txt), installed into one folder and packed solid"
+site_dir=$(mktemp -d)
+trap 'rm -rf "$site_dir"' EXIT
+"$root/.venv/bin/python" -m pip install -q --no-deps --no-compile --only-binary=:all: --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  --platform manylinux_2_34_x86_64 --platform manylinux_2_39_x86_64 --target "$site_dir" -r "$root/tests/device/requirements.txt"
+# ansible-core's wheel carries ansible-test, which nothing on the machine runs.
+tar cf - -C "$site_dir" --exclude=./ansible_test . | xz -T2 -9 > "$out/site.tar.xz"
+if [ -n "${GPUOPS_NVIDIA_BINARIES:-}" ]; then
+  log "NVIDIA's binaries, packed solid: $GPUOPS_NVIDIA_BINARIES"
+  nvidia_dir=$(mktemp -d)
+  trap 'rm -rf "$site_dir" "$nvidia_dir"' EXIT
+  for binary in $GPUOPS_NVIDIA_BINARIES; do
+    [ -f "$binary" ] || { echo "bundle.sh: GPUOPS_NVIDIA_BINARIES names $binary, which is not a file" >&2; exit 2; }
+    cp "$binary" "$nvidia_dir/"
+  done
+  tar cf - -C "$nvidia_dir" . | xz -T2 --x86 --lzma2=preset=9 > "$out/nvidia.tar.xz"
+fi
 log "kubernetes.core from .venv"
 site=$("$root/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 tar czf "$out/kubernetes-core.tar.gz" -C "$site" ansible_collections/kubernetes/core
 tree=$(cd "$root" && git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 bundle=$(du -sb "$out" | cut -f1)
 log "bundle $((bundle / 1048576)) MiB + working tree $((tree / 1048576)) MiB = $(((bundle + tree) / 1048576)) MiB (limit 64 MiB)"
-du -b "$out"/bin/* "$out"/kubernetes-core.tar.gz | awk '{printf "  %6.1f MiB  %s\n", $1/1048576, $2}'
+du -b "$out"/bin/* "$out"/*.tar.* | awk '{printf "  %6.1f MiB  %s\n", $1/1048576, $2}'

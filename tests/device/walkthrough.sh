@@ -8,7 +8,10 @@
 # Needs the bundle (`make device-bundle` here, carried as .build/device-bundle) and nothing from the network.
 # Writes what it shows into $OUT/walkthrough.tar.gz (or .build/device-out/): the replay, the transcripts, the
 # reports (the device tool brings back at most 8 files).
-#   bash tests/device/walkthrough.sh [--gib 8] [--nvidia-device-plugin PATH [--strategies "LIST:ID ..."] | --dra]
+#   bash tests/device/walkthrough.sh [--gib 8] [--nvidia-device-plugin PATH [--strategies "LIST:ID ..."]]
+#                                    [--dra | --nvidia-dra-driver PATH]
+# The device-plugin part runs unless only a DRA option is given; the DRA part runs after it when one is. Both NVIDIA
+# binaries in one call: --nvidia-device-plugin nvidia-device-plugin --nvidia-dra-driver gpu-kubelet-plugin.
 #
 # --dra: the GPUs are served by DRA only (topology h200-dra): no device plugin; our DRA driver publishes the GPUs
 # NVML sees as NVIDIA's driver does (gpu-<minor>, real UUID, product, memory) and a claim's CDI spec gives the
@@ -23,6 +26,21 @@
 # /var/lib/kubelet/device-plugins (its socket's fixed home) and the node's var/run/cdi is /var/run/cdi (where it
 # writes its CDI spec, which our runtime reads); outside a daemonset it needs --driver-root-ctr-path=/ (the driver
 # is at /, not at the daemonset's /driver-root) and, with no nvidia-ctk here, --cdi-disable-hooks=all.
+#
+# --nvidia-dra-driver: NVIDIA's own DRA kubelet plugin (gpu-kubelet-plugin, built from
+# github.com/kubernetes-sigs/dra-driver-nvidia-gpu; PATH may be .xz) replaces our DRA driver on the h200-dra node
+# (ours stopped, its checkpoint folder and ResourceSlice removed first: NVIDIA's would read the checkpoint as its
+# own), and the product runs as with --dra. What it takes outside its daemonset, and why:
+#   - driver root / (the chart's default; a GKE-style /usr/local/nvidia root has an empty dev/ folder that the plugin
+#     takes as the device root, and every prepare then fails "empty device edits");
+#   - libnvidia-ml.so.1 in one of the folders the plugin searches (<root>/, /usr/lib64, /usr/lib/<arch>-linux-gnu,
+#     /lib64, /lib/<arch>-linux-gnu: no loader cache). Where the driver lives elsewhere (GKE: /usr/local/nvidia/lib64),
+#     the plugin runs in a mount namespace of its own whose /usr/lib64 is a copy of the host's plus that one link;
+#     the host is not changed;
+#   - --image-name (required; only used to render MPS daemons) and --nvidia-cdi-hook-path (it copies the hook out of
+#     its own image otherwise); the kubelet's plugin folders and the CDI folder are the simulated node's.
+# PATH (for either NVIDIA option) may also be a bare file name inside the bundle's nvidia.tar.xz (bundle.sh packs
+# the binaries named in GPUOPS_NVIDIA_BINARIES there, solid: two binaries and the bundle fit the 64 MiB carried).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle="$root/.build/device-bundle"
@@ -32,23 +50,22 @@ out="$work/out"
 py=${GPUOPS_DEVICE_PYTHON:-python3}
 gib=8
 nvidia_plugin=""
+nvidia_dra=""
 dra=""
 strategies="envvar:uuid envvar:index volume-mounts:uuid volume-mounts:index cdi-annotations:uuid cdi-annotations:index cdi-cri:uuid cdi-cri:index"
 while [ $# -gt 0 ]; do
   case $1 in
     --gib) gib=$2; shift 2 ;;
     --nvidia-device-plugin) nvidia_plugin=$2; shift 2 ;;
+    --nvidia-dra-driver) nvidia_dra=$2; dra=1; shift 2 ;;
     --strategies) strategies=$2; shift 2 ;;
     --dra) dra=1; shift ;;
-    *) echo "walkthrough.sh: unknown argument $1 (want --gib N, --nvidia-device-plugin PATH, --strategies LIST, --dra)" >&2; exit 2 ;;
+    *) echo "walkthrough.sh: unknown argument $1 (want --gib N, --nvidia-device-plugin PATH, --strategies LIST, --dra, --nvidia-dra-driver PATH)" >&2; exit 2 ;;
   esac
 done
-if [ -n "$dra" ] && [ -n "$nvidia_plugin" ]; then
-  echo "walkthrough.sh: --dra and --nvidia-device-plugin exclude each other (a node's GPUs are served one way)" >&2; exit 2
-fi
-if [ -n "$nvidia_plugin" ] && [ ! -f "$nvidia_plugin" ]; then
-  echo "walkthrough.sh: --nvidia-device-plugin $nvidia_plugin: no such file (build it from NVIDIA's repository)" >&2; exit 2
-fi
+# The device-plugin part runs unless a DRA option came alone.
+plugin_part=1
+[ -n "$dra" ] && [ -z "$nvidia_plugin" ] && plugin_part=""
 started=$SECONDS
 log() { printf '[walkthrough %4ds] %s\n' $((SECONDS - started)) "$*"; }
 rm -rf "$out" && mkdir -p "$out" "$work/bin" "$final"
@@ -67,7 +84,28 @@ chmod +x "$work"/bin/*
 for name in kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl; do
   ln -sfn kube-allinone "$work/bin/$name"
 done
-"$py" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$work/site" "$bundle"/wheels/*.whl
+# The Python packages arrive installed for CPython 3.12 and packed solid (bundle.sh); their scripts' first line is
+# this machine's Python.
+rm -rf "$work/site" && mkdir -p "$work/site"
+tar xJf "$bundle/site.tar.xz" -C "$work/site"
+python_path=$(command -v "$py")
+sed -i "1s|^#!.*python.*$|#!$python_path|" "$work"/site/bin/*
+# NVIDIA's binaries, where the bundle carries them (GPUOPS_NVIDIA_BINARIES at bundle time).
+if [ -f "$bundle/nvidia.tar.xz" ]; then
+  mkdir -p "$work/nvidia" && tar xJf "$bundle/nvidia.tar.xz" -C "$work/nvidia"
+  ls -l "$work/nvidia"
+fi
+# nvidia_binary PATH NAME: the binary PATH names (a file, a .xz, or a name inside the bundle's nvidia.tar.xz), as
+# $work/bin/NAME.
+nvidia_binary() {
+  local given=$1 name=$2
+  if [ ! -f "$given" ] && [ -f "$work/nvidia/$given" ]; then given="$work/nvidia/$given"; fi
+  case $given in
+    *.xz) xz -dc "$given" > "$work/bin/$name" ;;
+    *) cp "$given" "$work/bin/$name" ;;
+  esac
+  chmod +x "$work/bin/$name"
+}
 mkdir -p "$work/collections"
 tar xzf "$bundle/kubernetes-core.tar.gz" -C "$work/collections"
 mkdir -p .collections/ansible_collections/gpuops
@@ -99,28 +137,6 @@ for _ in $(seq 120); do health >/dev/null 2>&1 && break; sleep 0.5; done
 echo "stand-in /health before: $(health)"
 cat "$out/standin.log"
 
-if [ -n "$dra" ]; then
-  log "the cluster: control plane and prod102 (real kubelet, NVML-backed DRA driver, no device plugin)"
-  "$py" tests/sim/simctl.py up --topology h200-dra
-else
-  log "the cluster: control plane and prod102 (real kubelet, NVML-backed device plugin)"
-  "$py" tests/sim/simctl.py up --topology h200
-fi
-kubectl get node prod102 -o wide
-kubectl get node prod102 -o jsonpath='{.status.nodeInfo}{"\n"}allocatable {.status.allocatable}{"\n"}'
-if [ -n "$dra" ]; then
-  log "what the DRA driver publishes (the ledger is the ResourceSlices and ResourceClaims)"
-  for _ in $(seq 150); do [ -n "$(kubectl get resourceslices -o name)" ] && break; sleep 0.2; done
-  kubectl get deviceclasses
-  kubectl get resourceslices -o yaml | tee "$out/resourceslices.yaml"
-  grep -h "publishes" .sim/logs/dra-prod102.log | head -3 || true
-else
-  grep -h "registered" .sim/logs/plugin-prod102-*.log | head -3
-
-  log "the seed's kubectl replay"
-  bash tests/device/kubectl_replay.sh 2>&1 | tee "$out/kubectl-replay.txt"
-fi
-
 node_dir="$root/.sim/run/nodes/prod102"
 product() {   # lang, run id, [more variables, as JSON members]
   vars=$(printf '{"gpu_demo_node_processes": true, "gpu_demo_node_processes_options": {"source": "nvml",
@@ -136,52 +152,139 @@ allocatable_is() {   # value, seconds
   done
   echo "allocatable nvidia.com/gpu did not become $1 in $2 s" >&2; return 1
 }
+# slices_of DRIVER SECONDS: wait until DRIVER has published a ResourceSlice for prod102.
+slices_of() {
+  for _ in $(seq $(($2 * 5))); do
+    [ -n "$(kubectl get resourceslices --field-selector "spec.driver=$1,spec.nodeName=prod102" -o name)" ] && return 0
+    sleep 0.2
+  done
+  echo "no ResourceSlice of $1 for prod102 after $2 s" >&2; return 1
+}
+# cluster TOPOLOGY: the cluster up on that topology (or switched to it).
+cluster_up=""
+cluster() {
+  if [ -n "$cluster_up" ]; then
+    "$py" tests/sim/simctl.py topology "$1"
+  else
+    "$py" tests/sim/simctl.py up --topology "$1"
+    cluster_up=1
+  fi
+  kubectl get node prod102 -o wide
+  kubectl get node prod102 -o jsonpath='{.status.nodeInfo}{"\n"}allocatable {.status.allocatable}{"\n"}'
+}
+
+if [ -n "$plugin_part" ]; then
+  log "the cluster: control plane and prod102 (real kubelet, NVML-backed device plugin)"
+  cluster h200
+  grep -h "registered" .sim/logs/plugin-prod102-*.log | head -3
+
+  log "the seed's kubectl replay"
+  bash tests/device/kubectl_replay.sh 2>&1 | tee "$out/kubectl-replay.txt"
+  if [ -z "$nvidia_plugin" ]; then
+    log "the product: ansible-playbook playbooks/gpu_demo.yml -i inventory/sim (node processes through NVML)"
+    for lang in en zh; do product "$lang" "h200-$lang" || failed="${failed:-} $lang"; done
+  else
+    nvidia_binary "$nvidia_plugin" nvidia-device-plugin
+    "$work/bin/nvidia-device-plugin" --version | tee "$out/nvidia-device-plugin-version.txt"
+    log "NVIDIA's device plugin instead of ours: simctl stop plugin-prod102-nvidia.com-gpu"
+    "$py" tests/sim/simctl.py stop plugin-prod102-nvidia.com-gpu
+    allocatable_is 0 30
+    mkdir -p /var/run/cdi "$node_dir/var/run/cdi"
+    for pair in $strategies; do
+      list=${pair%%:*} id=${pair#*:}
+      flags="--device-list-strategy=$list --device-id-strategy=$id --driver-root-ctr-path=/ --cdi-disable-hooks=all"
+      log "NVIDIA's device plugin: $flags"
+      rm -f "$node_dir/var/run/cdi/"*.json
+      # shellcheck disable=SC2016,SC2086  # $0 and $@ are the inner shell's; the flags are words
+      unshare --mount --propagation private -- sh -c 'mount --bind "$0/device-plugins" /var/lib/kubelet/device-plugins &&
+        mount --bind "$0/var/run/cdi" /var/run/cdi && exec "$@"' "$node_dir" "$work/bin/nvidia-device-plugin" $flags \
+        > "$out/nvidia-device-plugin-$list-$id.log" 2>&1 &
+      nvidia_pid=$!
+      allocatable_is 1 60 || { cat "$out/nvidia-device-plugin-$list-$id.log"; exit 1; }
+      grep -h "Registered device plugin\|Starting\|CDI spec\|strategy" "$out/nvidia-device-plugin-$list-$id.log" | head -5 || true
+      ls -l "$node_dir/var/run/cdi/"
+      cp "$node_dir/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json" "$out/cdi-spec-$list-$id.json" 2>/dev/null || true
+      product en "h200-nvidia-$list-$id" || failed="${failed:-} $pair"
+      if [ "$pair" = "volume-mounts:uuid" ]; then
+        product zh "h200-nvidia-$list-$id-zh" || failed="${failed:-} $pair(zh)"
+      fi
+      kill "$nvidia_pid"; wait "$nvidia_pid" 2>/dev/null || true
+      nvidia_pid=""
+      allocatable_is 0 30
+    done
+  fi
+  log "the device-plugin part: failed:${failed:- none}"
+fi
+
+# nvidia_dra_driver: NVIDIA's gpu-kubelet-plugin in place of ours on prod102 (the header says what each step is for).
+nvidia_dra_driver() {
+  nvidia_binary "$nvidia_dra" gpu-kubelet-plugin
+  "$work/bin/gpu-kubelet-plugin" --version 2>&1 | tee "$out/gpu-kubelet-plugin-version.txt"
+  log "NVIDIA's DRA driver instead of ours: simctl stop dra-prod102, its checkpoint folder and ResourceSlice removed"
+  "$py" tests/sim/simctl.py stop dra-prod102
+  rm -rf "$node_dir/kubelet/plugins/gpu.nvidia.com"
+  kubectl delete resourceslices --field-selector spec.driver=gpu.nvidia.com,spec.nodeName=prod102 --wait=true
+  local arch lib_dir="" folder namespace_lib=""
+  arch=$(uname -m)
+  for folder in /usr/lib64 "/usr/lib/$arch-linux-gnu" /lib64 "/lib/$arch-linux-gnu"; do
+    if [ -e "$folder/libnvidia-ml.so.1" ]; then lib_dir=$folder; break; fi
+  done
+  if [ -z "$lib_dir" ]; then
+    local nvml
+    nvml=$(ldconfig -p | awk '/libnvidia-ml\.so\.1 / {print $NF; exit}')
+    nvml=$(readlink -f "${nvml:?libnvidia-ml.so.1 is neither in the loader cache nor where the plugin looks}")
+    namespace_lib="$work/usr-lib64"
+    rm -rf "$namespace_lib" && cp -a /usr/lib64 "$namespace_lib" 2>/dev/null || mkdir -p "$namespace_lib"
+    ln -sfn "$nvml" "$namespace_lib/libnvidia-ml.so.1"
+    log "libnvidia-ml.so.1 is at $nvml: the plugin's /usr/lib64 is $namespace_lib (its own mount namespace)"
+  else
+    log "libnvidia-ml.so.1 found in $lib_dir"
+  fi
+  mkdir -p "$node_dir/var/run/cdi"
+  local flags=(--node-name prod102 --kubeconfig "$root/.sim/kubeconfig"
+    --image-name registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1
+    --nvidia-cdi-hook-path /usr/bin/nvidia-cdi-hook --cdi-root "$node_dir/var/run/cdi"
+    --kubelet-registrar-directory-path "$node_dir/kubelet/plugins_registry"
+    --kubelet-plugins-directory-path "$node_dir/kubelet/plugins"
+    --nvidia-driver-root / --container-driver-root /)
+  log "gpu-kubelet-plugin ${flags[*]}"
+  if [ -n "$namespace_lib" ]; then
+    # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
+    NVIDIA_VISIBLE_DEVICES=void unshare --mount --propagation private -- \
+      sh -c 'mount --bind "$0" /usr/lib64 && exec "$@"' "$namespace_lib" "$work/bin/gpu-kubelet-plugin" "${flags[@]}" \
+      > "$out/gpu-kubelet-plugin.log" 2>&1 &
+  else
+    NVIDIA_VISIBLE_DEVICES=void "$work/bin/gpu-kubelet-plugin" "${flags[@]}" > "$out/gpu-kubelet-plugin.log" 2>&1 &
+  fi
+  nvidia_pid=$!
+  slices_of gpu.nvidia.com 60 || { cat "$out/gpu-kubelet-plugin.log"; exit 1; }
+  kubectl get resourceslices -o json > "$out/resourceslices-nvidia.json"
+  grep -h "RegisterPlugin\|DRAResourceHealth\|gpu.nvidia.com" .sim/logs/kubelet-prod102.log | tail -5 || true
+}
+
 if [ -n "$dra" ]; then
-  log "the product through DRA: plain nvidia.com/gpu served by the DeviceClass (auto), then the run's own claims"
-  for lang in en zh; do product "$lang" "h200-dra-$lang" || failed="${failed:-} dra-$lang"; done
-  product en h200-dra-claim '"gpu_demo_dra_request": "claim"' || failed="${failed:-} dra-claim"
+  log "the cluster: control plane and prod102 (real kubelet, NVML-backed DRA driver, no device plugin)"
+  cluster h200-dra
+  log "what the DRA driver publishes (the ledger is the ResourceSlices and ResourceClaims)"
+  slices_of gpu.nvidia.com 30
+  kubectl get deviceclasses
+  kubectl get resourceslices -o json | tee "$out/resourceslices.json"
+  grep -h "publishes" .sim/logs/dra-prod102.log | head -3 || true
+  driver=ours
+  if [ -n "$nvidia_dra" ]; then nvidia_dra_driver; driver=nvidia; fi
+  log "the product through DRA ($driver): plain nvidia.com/gpu served by the DeviceClass (auto), then the run's own claims"
+  for lang in en zh; do product "$lang" "h200-dra-$driver-$lang" || failed="${failed:-} dra-$driver-$lang"; done
+  product en "h200-dra-$driver-claim" '"gpu_demo_dra_request": "claim"' || failed="${failed:-} dra-$driver-claim"
   kubectl get resourceclaims -A
-  log "the product through DRA: failed:${failed:- none}"
-elif [ -z "$nvidia_plugin" ]; then
-  log "the product: ansible-playbook playbooks/gpu_demo.yml -i inventory/sim (node processes through NVML)"
-  for lang in en zh; do product "$lang" "h200-$lang"; done
-else
-  case $nvidia_plugin in
-    *.xz) xz -dc "$nvidia_plugin" > "$work/bin/nvidia-device-plugin" ;;
-    *) cp "$nvidia_plugin" "$work/bin/nvidia-device-plugin" ;;
-  esac
-  chmod +x "$work/bin/nvidia-device-plugin"
-  "$work/bin/nvidia-device-plugin" --version | tee "$out/nvidia-device-plugin-version.txt"
-  log "NVIDIA's device plugin instead of ours: simctl stop plugin-prod102-nvidia.com-gpu"
-  "$py" tests/sim/simctl.py stop plugin-prod102-nvidia.com-gpu
-  allocatable_is 0 30
-  mkdir -p /var/run/cdi "$node_dir/var/run/cdi"
-  for pair in $strategies; do
-    list=${pair%%:*} id=${pair#*:}
-    flags="--device-list-strategy=$list --device-id-strategy=$id --driver-root-ctr-path=/ --cdi-disable-hooks=all"
-    log "NVIDIA's device plugin: $flags"
-    rm -f "$node_dir/var/run/cdi/"*.json
-    # shellcheck disable=SC2016,SC2086  # $0 and $@ are the inner shell's; the flags are words
-    unshare --mount --propagation private -- sh -c 'mount --bind "$0/device-plugins" /var/lib/kubelet/device-plugins &&
-      mount --bind "$0/var/run/cdi" /var/run/cdi && exec "$@"' "$node_dir" "$work/bin/nvidia-device-plugin" $flags \
-      > "$out/nvidia-device-plugin-$list-$id.log" 2>&1 &
-    nvidia_pid=$!
-    allocatable_is 1 60 || { cat "$out/nvidia-device-plugin-$list-$id.log"; exit 1; }
-    grep -h "Registered device plugin\|Starting\|CDI spec\|strategy" "$out/nvidia-device-plugin-$list-$id.log" | head -5 || true
-    ls -l "$node_dir/var/run/cdi/"
-    cp "$node_dir/var/run/cdi/k8s.device-plugin.nvidia.com-gpu.json" "$out/cdi-spec-$list-$id.json" 2>/dev/null || true
-    product en "h200-nvidia-$list-$id" || failed="${failed:-} $pair"
-    if [ "$pair" = "volume-mounts:uuid" ]; then
-      product zh "h200-nvidia-$list-$id-zh" || failed="${failed:-} $pair(zh)"
-    fi
+  if [ -n "$nvidia_dra" ]; then
+    cp "$node_dir"/var/run/cdi/*.json "$out/" 2>/dev/null || true
     kill "$nvidia_pid"; wait "$nvidia_pid" 2>/dev/null || true
     nvidia_pid=""
-    allocatable_is 0 30
-  done
-  log "NVIDIA's device plugin, every strategy run: failed:${failed:- none}"
+  fi
+  log "the DRA part: failed:${failed:- none}"
 fi
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv | tee "$out/compute-apps.csv"
 echo "stand-in /health after: $(health)"
 kubectl get pods -A
-log "done"
+log "done: failed:${failed:- none}"
 [ -z "${failed:-}" ]
