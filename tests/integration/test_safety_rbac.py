@@ -132,6 +132,36 @@ def test_the_walk_through_dra_passes_with_only_the_service_account_token(sim, id
         sim.use_topology("default")
 
 
+def test_the_gate_with_only_the_service_account_token_lifts_its_taint_and_nothing_else(sim, identity):
+    """Gate mode with the same token: the Node writes the policy admits are exactly the gate's. A node with the startup
+    taint beside another tool's passes and loses only the startup taint; a node whose taint node-readiness-controller
+    owns gets the verdict and keeps its taint."""
+    sim.use_topology("gate")
+    try:
+        directory = identity["dir"] / new_run_id("rbac-gate")
+        directory.mkdir(parents=True)
+        inventory = directory / "hosts.yml"
+        inventory.write_text(json.dumps({"new_gpu_nodes": {"hosts": {
+            "gate-a": None, "gate-b": {"gpu_demo_gate_taint_key": "readiness.k8s.io/gpu-preflight-pending",
+                                       "gpu_demo_gate_remove_taint": False}},
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                     "gpu_demo_kubeconfig": identity["kubeconfig"], "gpu_demo_vllm_health_url": sim.health_url,
+                     "gpu_demo_report_dir": str(directory / "reports"), "gpu_demo_timeout": 30}}}))
+        env = run_env(sim, KUBECONFIG=identity["kubeconfig"], K8S_AUTH_KUBECONFIG=identity["kubeconfig"])
+        run = run_playbook(inventory, env, playbook="playbooks/gpu_preflight_gate.yml")
+        assert run.returncode == 0, tail(run)
+        admin = core_api(sim.kubeconfig)
+        for name, kept in (("gate-a", [("nvidia.com/gpu", "present", "NoSchedule")]),
+                           ("gate-b", [("readiness.k8s.io/gpu-preflight-pending", "pending", "NoSchedule")])):
+            node = admin.read_node(name)
+            assert [(taint.key, taint.value, taint.effect) for taint in node.spec.taints or []] == kept, node.spec.taints
+            assert node.metadata.labels["gpuops.scheduling/gpu-preflight"] == "passed" and not node.spec.unschedulable
+            condition, = [c for c in node.status.conditions if c.type == CONDITION]
+            assert condition.status == "True", condition
+    finally:
+        sim.use_topology("default")
+
+
 def test_a_token_without_the_rules_is_refused_before_anything_is_created(sim, identity):
     """Control: the run really uses the token it is given (another ServiceAccount's token fails with 403)."""
     admin = core_api(sim.kubeconfig)
