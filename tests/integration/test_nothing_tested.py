@@ -132,3 +132,6 @@ def test_a_pattern_that_matches_runs_the_pre_flight(sim, tmp_path):
         assert run.returncode == 0, tail(run)
         assert "No node was tested" not in run.stdout
         assert "TASK [Walk nvidia.com/gpu through the scheduler on the node]" in run.stdout
+        # The check adds no host to the play recap (AWX's hosts): only the node.
+        recap = run.stdout[run.stdout.rindex("PLAY RECAP"):].splitlines()[1:]
+        assert [line.split()[0] for line in recap if line.strip()] == [NODE], recap
