@@ -179,8 +179,7 @@ def new_value(path: str, schema: dict, ref: str, current):
     if kind == "number":
         return (current or 0) + 1.5
     if kind == "array":
-        item, _ = (schema.get("items") or {}), None
-        return [new_value(path + "[]", item, "", None)] + list(current or [])
+        return [new_value(path + "[]", schema.get("items") or {}, "", None)] + list(current or [])
     if kind == "object" and schema.get("additionalProperties") is not None:
         extra, extra_ref = schema["additionalProperties"], ""
         key = MAP_KEYS.get(path, "gpuops.example.com/it")
@@ -198,18 +197,21 @@ def changed(node: dict, path: str, schema: dict, ref: str) -> tuple[str, str, ob
     tokens = path.replace("[]", ".[]").split(".")
     edited = copy.deepcopy(node)
     container, key, prefix = edited, tokens[0], tokens[0]
+    def value_at(holder, at):
+        return holder.get(at) if isinstance(holder, dict) else holder[at]
+
     for position, token in enumerate(tokens[1:], start=1):
         if token == "[]":
-            if not container.get(key) if isinstance(container, dict) else not container[key]:
+            if not value_at(container, key):
                 last = position == len(tokens) - 1
                 assert last or prefix in ITEMS, f"no valid item for the empty list {prefix} (add one to ITEMS)"
                 container[key] = [None if last else copy.deepcopy(ITEMS[prefix])]
             container, key, prefix = container[key], 0, prefix + "[]"
         else:
-            if container[key] is None if not isinstance(container, dict) else container.get(key) is None:
+            if value_at(container, key) is None:
                 container[key] = {}
             container, key, prefix = container[key], token, prefix + "." + token
-    current = container.get(key) if isinstance(container, dict) else container[key]
+    current = value_at(container, key)
     if schema.get("type") == "array" and path in ITEMS:
         value = list(current or []) + [copy.deepcopy(ITEMS[path])]
     else:
