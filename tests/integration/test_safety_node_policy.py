@@ -191,15 +191,16 @@ def new_value(path: str, schema: dict, ref: str, current):
     return "gpuops-it" if current != "gpuops-it" else "gpuops-it-2"
 
 
+def value_at(holder, at):
+    return holder.get(at) if isinstance(holder, dict) else holder[at]
+
+
 def changed(node: dict, path: str, schema: dict, ref: str) -> tuple[str, str, object]:
     """The Node's top-level part, the JSON pointer of the field's second-level ancestor, and that ancestor's new value,
     with only ``path`` changed: through the first item of each list on the way (a valid new one where it is empty)."""
     tokens = path.replace("[]", ".[]").split(".")
     edited = copy.deepcopy(node)
     container, key, prefix = edited, tokens[0], tokens[0]
-    def value_at(holder, at):
-        return holder.get(at) if isinstance(holder, dict) else holder[at]
-
     for position, token in enumerate(tokens[1:], start=1):
         if token == "[]":
             if not value_at(container, key):
