@@ -53,6 +53,7 @@ ARGUMENT_SPEC = dict(
     lang=dict(type="str", default="en", choices=["en", "zh"]),
     write=dict(type="bool", default=True),
     checks_url=dict(type="str", default=CHECKS_URL),
+    nothing_tested=dict(type="str"),
 )
 FILE_MODE = 0o644
 
@@ -96,7 +97,8 @@ class ActionModule(ActionBase):
         try:
             summary = fleet_summary(args["hosts"], results=results, failures=failures, run_id=run_id,
                                     mode=args["mode"], report_dir=directory, generated_at=generated, lang=args["lang"],
-                                    not_run_reasons=args["not_run_reasons"], checks_url=args["checks_url"] or None)
+                                    not_run_reasons=args["not_run_reasons"], checks_url=args["checks_url"] or None,
+                                    nothing_tested=args["nothing_tested"])
             now = time.time()
             verdicts = dict((row["host"], verdict_of_row(row, now, job=args["job"]))
                             for row in summary["rows"] if row["status"] in ("passed", "failed"))

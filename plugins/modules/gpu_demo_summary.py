@@ -86,6 +86,11 @@ options:
       - Why each host without a result has none (never pre-flighted, a stale or interrupted verdict), shown in its row.
     type: dict
     default: {}
+  nothing_tested:
+    description:
+      - Why the run has no node at all (a host pattern that matched no host), said in the summary when O(hosts) is
+        empty. A summary of no node never passes (C(passed=false)), with or without it.
+    type: str
   job:
     description:
       - The job that makes the summary (an AWX job id); each row's compact verdict in RV(verdicts) records it.
@@ -169,7 +174,8 @@ summary:
     - The summary as the JSON file holds it.
     - C(counts) (C(nodes), C(failed), C(not_run), C(checked), C(passed)), C(by_check) (failures grouped by phase and
       check, most frequent first), C(rows) (one per node, failures first), C(run_id), C(mode), C(generated_at),
-      C(started_at) and C(passed) (no node failed and every node ran).
+      C(started_at), C(passed) (at least one node, none failed and every node ran) and C(nothing_tested) (why
+      no node was tested, when there is none; else V(null)).
     - A row has C(host), C(node), C(status) (C(failed), C(not_run), C(checked), C(passed)), C(phase), C(check),
       C(failed_checks), C(reason), C(message) (the failure's whole message), C(task), C(units), C(gpus), C(window), C(vllm), C(memory_outside_ledger),
       C(started_at), C(total_seconds), C(reports) (paths relative to O(dir)), C(checks) (the failed ones, with their

@@ -52,12 +52,41 @@ def api_clients(kubeconfig: str) -> dict:
     api_client = config.new_client_from_config(config_file=kubeconfig)
     return {"core": client.CoreV1Api(api_client), "apps": client.AppsV1Api(api_client),
             "scheduling": client.SchedulingV1Api(api_client), "rbac": client.RbacAuthorizationV1Api(api_client),
-            "policy": client.PolicyV1Api(api_client), "resource": client.ResourceV1Api(api_client) if hasattr(client, "ResourceV1Api") else None}
+            "policy": client.PolicyV1Api(api_client),
+            "coordination": client.CoordinationV1Api(api_client), "resource": client.ResourceV1Api(api_client) if hasattr(client, "ResourceV1Api") else None}
 
 
-def _claim_template(name):
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}
+OURS = {"app.kubernetes.io/managed-by": "gpuops.scheduling"}
+
+
+def _claim_template(name, labels=None, claim_labels=None):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"metadata": {"labels": claim_labels or {}},
+                     "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}}
+
+
+def _lease(name, labels=None):
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"holderIdentity": "gpuops-it", "leaseDurationSeconds": 10}}
+
+
+# Objects in the demo namespace that are not the pre-flight's (another tool's lock, claim and template), and a lock of
+# its own: the token may write its own, never these.
+FOREIGN = {"lease": "gpuops-it-other-lock", "claim": "gpuops-it-other-claim", "template": "gpuops-it-other-template",
+           "our_lease": "gpuops-preflight-gpuops-it"}
+
+
+@pytest.fixture(scope="module")
+def foreign(sim, identity):  # pylint: disable=unused-argument
+    claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": FOREIGN["claim"], "namespace": NAMESPACE},
+             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
+    objects = [dict(_lease(FOREIGN["lease"]), metadata={"name": FOREIGN["lease"], "namespace": NAMESPACE}),
+               dict(_lease(FOREIGN["our_lease"]), metadata={"name": FOREIGN["our_lease"], "namespace": NAMESPACE, "labels": OURS}),
+               claim, dict(_claim_template(FOREIGN["template"]), metadata={"name": FOREIGN["template"], "namespace": NAMESPACE})]
+    listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
+    sim.kubectl("apply", "-f", "-", input=listed)
+    yield FOREIGN
+    sim.kubectl("delete", "-f", "-", "--ignore-not-found", input=listed)
 
 
 def run_as(sim, directory, kubeconfig, extra_vars=None, prefix="rbac"):
@@ -99,6 +128,36 @@ def test_the_walk_through_dra_passes_with_only_the_service_account_token(sim, id
         assert report["passed"] is True and report["before"]["allocation"] == "dra", report["failed_checks"]
         assert report["plan"]["dra_request"] == {"auto": "extended_resource"}.get(dra_request, dra_request)
         assert sim.kubectl("get", "resourceclaims,resourceclaimtemplates", "-n", NAMESPACE, "-o", "name").stdout == ""
+    finally:
+        sim.use_topology("default")
+
+
+def test_the_gate_with_only_the_service_account_token_lifts_its_taint_and_nothing_else(sim, identity):
+    """Gate mode with the same token: the Node writes the policy admits are exactly the gate's. A node with the startup
+    taint beside another tool's passes and loses only the startup taint; a node whose taint node-readiness-controller
+    owns gets the verdict and keeps its taint."""
+    sim.use_topology("gate")
+    try:
+        directory = identity["dir"] / new_run_id("rbac-gate")
+        directory.mkdir(parents=True)
+        inventory = directory / "hosts.yml"
+        inventory.write_text(json.dumps({"new_gpu_nodes": {"hosts": {
+            "gate-a": None, "gate-b": {"gpu_demo_gate_taint_key": "readiness.k8s.io/gpu-preflight-pending",
+                                       "gpu_demo_gate_remove_taint": False}},
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                     "gpu_demo_kubeconfig": identity["kubeconfig"], "gpu_demo_vllm_health_url": sim.health_url,
+                     "gpu_demo_report_dir": str(directory / "reports"), "gpu_demo_timeout": 30}}}))
+        env = run_env(sim, KUBECONFIG=identity["kubeconfig"], K8S_AUTH_KUBECONFIG=identity["kubeconfig"])
+        run = run_playbook(inventory, env, playbook="playbooks/gpu_preflight_gate.yml")
+        assert run.returncode == 0, tail(run)
+        admin = core_api(sim.kubeconfig)
+        for name, kept in (("gate-a", [("nvidia.com/gpu", "present", "NoSchedule")]),
+                           ("gate-b", [("readiness.k8s.io/gpu-preflight-pending", "pending", "NoSchedule")])):
+            node = admin.read_node(name)
+            assert [(taint.key, taint.value, taint.effect) for taint in node.spec.taints or []] == kept, node.spec.taints
+            assert node.metadata.labels["gpuops.scheduling/gpu-preflight"] == "passed" and not node.spec.unschedulable
+            condition, = [c for c in node.status.conditions if c.type == CONDITION]
+            assert condition.status == "True", condition
     finally:
         sim.use_topology("default")
 
@@ -236,6 +295,29 @@ def _pod(name: str) -> dict:
             "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}}
 
 
+def _our_pod(name: str, **spec) -> dict:
+    """A pod as the pre-flight makes it (pod.yaml.j2): its label, the no-preemption class, no token; ``spec`` changed."""
+    pod = _pod(name)
+    pod["metadata"]["labels"] = dict(OURS)
+    pod["spec"].update({"priorityClassName": PRIORITY_CLASS, "automountServiceAccountToken": False, "restartPolicy": "Never"})
+    pod["spec"].update(spec)
+    return {**pod, "spec": {key: value for key, value in pod["spec"].items() if value is not None}}
+
+
+def _update_lease(api, name, spec=None, labels=None):
+    """An update (PUT, as node_lock renews and takes over: the Role has update, not patch) of the Lease as read."""
+    lease = api["coordination"].read_namespaced_lease(name, NAMESPACE)
+    if labels is not None:
+        lease.metadata.labels = labels
+    for key, value in (spec or {}).items():
+        setattr(lease.spec, {"holderIdentity": "holder_identity"}[key], value)
+    return api["coordination"].replace_namespaced_lease(name, NAMESPACE, lease, dry_run="All")
+
+
+def _create_pod(api, body):
+    return api["core"].create_namespaced_pod(NAMESPACE, body, dry_run="All")
+
+
 def _evict(api):
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "vllm-h20", "namespace": "default"},
             "deleteOptions": {"dryRun": ["All"]}}
@@ -304,7 +386,33 @@ FORBIDDEN = {
         "default", NAMESPACE, {"spec": {"audiences": []}}, dry_run="All"),
     # DRA: templates only in the demo namespace, no DeviceClass or ResourceSlice written, no claim deleted elsewhere.
     "create-resourceclaimtemplate-in-default": lambda api: api["resource"].create_namespaced_resource_claim_template(
-        "default", _claim_template("gpuops-it"), dry_run="All"),
+        "default", _claim_template("gpuops-it", OURS, OURS), dry_run="All"),
+    # In the demo namespace, where the Role allows writes: the object-writes policy keeps them to the pre-flight's own.
+    "create-pod-in-gpu-operator-not-labelled": lambda api: _create_pod(api, dict(_pod("gpuops-it"), spec=dict(
+        _our_pod("x")["spec"]))),
+    "create-pod-ours-that-preempts": lambda api: _create_pod(api, _our_pod("gpuops-it", priorityClassName=None)),
+    "create-pod-ours-on-a-node-name": lambda api: _create_pod(api, _our_pod("gpuops-it", nodeName=NODE)),
+    "create-pod-ours-mounting-a-host-path": lambda api: _create_pod(api, _our_pod(
+        "gpuops-it", volumes=[{"name": "root", "hostPath": {"path": "/"}}])),
+    "create-pod-ours-with-the-account-token": lambda api: _create_pod(api, _our_pod("gpuops-it", automountServiceAccountToken=True)),
+    "create-pod-ours-as-another-account": lambda api: _create_pod(api, _our_pod("gpuops-it", serviceAccountName=SERVICE_ACCOUNT)),
+    "create-pod-ours-on-the-host-network": lambda api: _create_pod(api, _our_pod("gpuops-it", hostNetwork=True)),
+    "delete-pod-device-plugin": lambda api: api["core"].delete_namespaced_pod(_device_plugin_pod(api), NAMESPACE, dry_run="All"),
+    "create-lease-not-labelled": lambda api: api["coordination"].create_namespaced_lease(
+        NAMESPACE, _lease("gpuops-preflight-gpuops-it-2"), dry_run="All"),
+    "create-lease-ours-not-a-node-lock": lambda api: api["coordination"].create_namespaced_lease(
+        NAMESPACE, _lease("gpuops-it-lock", OURS), dry_run="All"),
+    "update-lease-not-ours": lambda api: _update_lease(api, FOREIGN["lease"], spec={"holderIdentity": "gpuops-preflight"}),
+    "update-lease-ours-dropping-the-label": lambda api: _update_lease(api, FOREIGN["our_lease"], labels={}),
+    "delete-lease-not-ours": lambda api: api["coordination"].delete_namespaced_lease(FOREIGN["lease"], NAMESPACE, dry_run="All"),
+    "create-resourceclaimtemplate-not-labelled": lambda api: api["resource"].create_namespaced_resource_claim_template(
+        NAMESPACE, _claim_template("gpuops-it", claim_labels=OURS), dry_run="All"),
+    "create-resourceclaimtemplate-whose-claims-are-not-labelled": lambda api: api["resource"].create_namespaced_resource_claim_template(
+        NAMESPACE, _claim_template("gpuops-it", OURS), dry_run="All"),
+    "delete-resourceclaimtemplate-not-ours": lambda api: api["resource"].delete_namespaced_resource_claim_template(
+        FOREIGN["template"], NAMESPACE, dry_run="All"),
+    "delete-resourceclaim-not-ours": lambda api: api["resource"].delete_namespaced_resource_claim(
+        FOREIGN["claim"], NAMESPACE, dry_run="All"),
     "create-deviceclass": lambda api: api["resource"].create_device_class(
         {"metadata": {"name": "gpuops-it.example.com"}, "spec": {}}, dry_run="All"),
     "delete-resourceslices": lambda api: api["resource"].delete_collection_resource_slice(dry_run="All"),
@@ -313,24 +421,38 @@ FORBIDDEN = {
 }
 
 
+POLICY_REFUSES = {action for action in FORBIDDEN if action.startswith((
+    "patch-node-", "create-pod-in-gpu-operator", "create-pod-ours", "delete-pod-device-plugin", "create-lease", "update-lease",
+    "delete-lease", "delete-resourceclaim-not-ours", "delete-resourceclaimtemplate-not-ours", "create-resourceclaimtemplate-not",
+    "create-resourceclaimtemplate-whose"))}
+
+
 @pytest.mark.parametrize("action", sorted(FORBIDDEN))
-def test_the_token_is_refused_outside_its_rules(identity, action):
+def test_the_token_is_refused_outside_its_rules(identity, foreign, action):  # pylint: disable=unused-argument
     from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
     api = api_clients(identity["kubeconfig"])
     with pytest.raises(ApiException) as raised:
         FORBIDDEN[action](api)
     assert raised.value.status == 403, f"{action}: expected 403 Forbidden, got {raised.value.status}: {raised.value.body}"
     assert "system:serviceaccount:gpu-operator:gpuops-preflight" in raised.value.body
+    # What RBAC allows and the admission policies refuse is refused by them (a 403 of RBAC would test nothing).
+    if action in POLICY_REFUSES:
+        policy = "node-writes" if action.startswith("patch-node-") else "object-writes"
+        assert f"ValidatingAdmissionPolicy 'gpuops-preflight-{policy}'" in raised.value.body, raised.value.body
 
 
 ALLOWED = {
-    "create-pod-in-gpu-operator": lambda api: api["core"].create_namespaced_pod(NAMESPACE, _pod("gpuops-it"), dry_run="All"),
+    "create-pod-in-gpu-operator": lambda api: _create_pod(api, _our_pod("gpuops-it")),
+    "create-lease-ours": lambda api: api["coordination"].create_namespaced_lease(
+        NAMESPACE, _lease("gpuops-preflight-gpuops-it-2", OURS), dry_run="All"),
+    "update-lease-ours": lambda api: _update_lease(api, FOREIGN["our_lease"], spec={"holderIdentity": "gpuops-it-2"}),
+    "delete-lease-ours": lambda api: api["coordination"].delete_namespaced_lease(FOREIGN["our_lease"], NAMESPACE, dry_run="All"),
     "list-nodes": lambda api: api["core"].list_node(),
     "list-pods-everywhere": lambda api: api["core"].list_pod_for_all_namespaces(),
     "list-events-in-gpu-operator": lambda api: api["core"].list_namespaced_event(NAMESPACE),
     "read-priorityclass": lambda api: api["scheduling"].read_priority_class(PRIORITY_CLASS),
     "create-resourceclaimtemplate-in-gpu-operator": lambda api: api["resource"].create_namespaced_resource_claim_template(
-        NAMESPACE, _claim_template("gpuops-it"), dry_run="All"),
+        NAMESPACE, _claim_template("gpuops-it", OURS, OURS), dry_run="All"),
     "list-resourceslices": lambda api: api["resource"].list_resource_slice(),
     "list-deviceclasses": lambda api: api["resource"].list_device_class(),
     "list-resourceclaims-everywhere": lambda api: api["resource"].list_resource_claim_for_all_namespaces(),
@@ -345,6 +467,6 @@ ALLOWED = {
 
 
 @pytest.mark.parametrize("action", sorted(ALLOWED))
-def test_the_token_is_allowed_what_the_run_needs(identity, action):
+def test_the_token_is_allowed_what_the_run_needs(identity, foreign, action):  # pylint: disable=unused-argument
     """Control for the 403s above: the token is valid, and these are what the pre-flight uses."""
     ALLOWED[action](api_clients(identity["kubeconfig"]))

@@ -50,6 +50,7 @@ TEXT = {
         "passed": "passed", "failed": "failed", "checked": "check mode", "not_run": "not run",
         "verdict_ok": "Every node passed.", "verdict_bad": "{failed} of {nodes} node(s) failed.",
         "verdict_check": "Check mode: read-only checks only, nothing was created.",
+        "verdict_none": "No node was tested: {reason}", "nothing_matched": "the run matched no node.",
         "by_check": "Failures by check", "check": "Check", "phase": "Phase", "count": "Nodes", "examples": "Nodes (first 5)",
         "nodes": "Nodes", "node": "Node", "status": "Status", "reason": "Why", "units": "Units held", "gpus": "GPUs seen",
         "window": "GPUs occupied", "vllm": "vLLM before / after", "memory": "Memory outside ledger",
@@ -72,6 +73,7 @@ TEXT = {
         "passed": "通过", "failed": "未通过", "checked": "检查模式", "not_run": "未运行",
         "verdict_ok": "所有节点都通过了。", "verdict_bad": "{nodes} 个节点中有 {failed} 个未通过。",
         "verdict_check": "检查模式：只做只读检查，没有创建任何东西。",
+        "verdict_none": "没有测试任何节点：{reason}", "nothing_matched": "这次运行没有匹配到任何节点。",
         "by_check": "按检查项汇总的失败", "check": "检查项", "phase": "阶段", "count": "节点数", "examples": "节点（前 5 个）",
         "nodes": "节点", "node": "节点", "status": "结论", "reason": "原因", "units": "占用名额", "gpus": "看到的卡",
         "window": "占卡时长", "vllm": "vLLM 前 / 后", "memory": "账本外的显存",
@@ -279,7 +281,7 @@ def _sort_key(row):
 
 
 def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel", report_dir=None, generated_at=None,
-                  lang="en", not_run_reasons=None, checks_url=CHECKS_URL):
+                  lang="en", not_run_reasons=None, checks_url=CHECKS_URL, nothing_tested=None):
     """Every node of a run -> {run_id, counts, by_check, rows (failures first), ...}.
 
     ``hosts``: the inventory hosts the run targeted, in the play's order; ``results``: {host: the role's result or
@@ -287,7 +289,8 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
     In a one-node-at-a-time run (``mode`` serial) the play stops at the first failed node: the nodes after it have no
     result and are "not run", naming that node. ``not_run_reasons``: {host: why it has no result} (a summary made from
     the Nodes' verdicts: never pre-flighted, stale, interrupted). ``checks_url``: the checks page, which each failed
-    check links to (none: no links).
+    check links to (none: no links). ``nothing_tested``: why the run has no node at all (a host pattern that matched
+    none): a summary of no node is never a pass, and says so.
     """
     if mode not in MODES:
         raise ValueError("mode must be one of %s, not %r" % (", ".join(MODES), mode))
@@ -317,7 +320,8 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
     started = sorted(row["started_at"] for row in rows if row["started_at"])
     return {"run_id": run_id, "mode": mode, "lang": lang if lang in TEXT else "en", "generated_at": generated_at,
             "started_at": started[0] if started else None, "report_dir": report_dir,
-            "passed": counts["failed"] == 0 and counts["not_run"] == 0,
+            "passed": bool(rows) and counts["failed"] == 0 and counts["not_run"] == 0,
+            "nothing_tested": None if rows else (nothing_tested or words["nothing_matched"]),
             "counts": counts, "by_check": by_check, "rows": rows}
 
 
@@ -451,7 +455,10 @@ def _links(row, words):
             if row["reports"].get(kind)]
 
 
-def _verdict(counts, words):
+def _verdict(summary, words):
+    counts = summary["counts"]
+    if not counts["nodes"]:
+        return words["verdict_none"].format(reason=summary.get("nothing_tested") or words["nothing_matched"])
     if counts["failed"]:
         return words["verdict_bad"].format(failed=counts["failed"], nodes=counts["nodes"])
     if counts["checked"] and not counts["passed"]:
@@ -503,7 +510,7 @@ def page(summary):
     return {
         "lang": lang, "html_lang": "zh-CN" if lang == "zh" else "en", "words": words,
         "title": words["title"].format(nodes=counts["nodes"]), "run_id": summary["run_id"],
-        "mode": words[summary["mode"]], "generated_at": summary["generated_at"] or "-", "verdict": _verdict(counts, words),
+        "mode": words[summary["mode"]], "generated_at": summary["generated_at"] or "-", "verdict": _verdict(summary, words),
         "counts": counts, "statuses": [{"status": status, "count": counts[status], "text": words[status]} for status in STATUSES],
         "status_bar": _status_bar(counts, words), "status_bar_size": STATUS_BAR, "window_bar_size": WINDOW_BAR,
         "by_check": [dict(group, phase=_phase_name(group["phase"], lang),

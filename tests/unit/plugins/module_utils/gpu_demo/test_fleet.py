@@ -271,3 +271,21 @@ def test_the_allocation_path_of_each_node_is_in_the_table_and_its_drawing():
     assert '<td class="nowrap" data-v="dra">DRA</td>' in table["dra-b"]
     assert "<title>GPUs through: DRA (extended resource)</title>" in page
     assert "| DRA（扩展资源） |" in fleet_markdown(summary(lang="zh", hosts=["dra-a"], results={"dra-a": dra}))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_summary_of_no_node_never_passes_and_says_why(lang):
+    why = "the host pattern 'prod999' (gpu_demo_hosts) matches no host of the inventory."
+    empty = fleet.fleet_summary([], run_id="r1", lang=lang, nothing_tested=why)
+    assert empty["passed"] is False and empty["counts"]["nodes"] == 0 and empty["rows"] == []
+    assert empty["nothing_tested"] == why
+    assert json.loads(fleet.render_json(empty))["nothing_tested"] == why
+    verdict = fleet.page(empty)["verdict"]
+    assert verdict == fleet.TEXT[lang]["verdict_none"].format(reason=why)
+    assert why in fleet_markdown(empty) and "prod999" in fleet_html(empty)
+    # Without a reason given, still not a pass, and still said.
+    bare = fleet.fleet_summary([], run_id="r2", mode="verdicts", lang=lang)
+    assert bare["passed"] is False and bare["nothing_tested"] == fleet.TEXT[lang]["nothing_matched"]
+    assert fleet.page(bare)["verdict"].startswith(fleet.TEXT[lang]["verdict_none"].split("{")[0])
+    # A summary with nodes carries no such reason.
+    assert summary()["nothing_tested"] is None
