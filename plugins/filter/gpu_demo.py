@@ -26,7 +26,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import judge_walk
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import PHASES, judge_walk
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
 
 
@@ -88,14 +88,17 @@ def gpu_demo_admission(dry_run_result, priority_class, create_priority_class):
         raise AnsibleFilterError("gpu_demo_admission: {0}".format(error)) from error
 
 
-def gpu_demo_walk(waits, manifests, plan, hold_removal=None, **settings):
-    """The walk's registered results -> each step's result, the hold's and the queue's evidence, the walk's checks."""
+def gpu_demo_walk(waits, manifests, plan, hold_removal=None, phase=None, judged=None, **settings):
+    """The walk's registered results -> each step's result, the hold's and the queue's evidence, the walk's checks;
+    with ``phase``, that phase judged on top of ``judged`` (the judgement of the phases before it)."""
     _require_settings("gpu_demo_walk", WALK_SETTINGS, settings)
-    if not all(isinstance(value, dict) for value in (waits, manifests, plan, hold_removal or {})):
+    if phase not in (None,) + PHASES:
+        raise AnsibleFilterError("gpu_demo_walk: phase must be one of {0}".format(", ".join(PHASES)))
+    if not all(isinstance(value, dict) for value in (waits, manifests, plan, hold_removal or {}, judged or {})):
         raise AnsibleFilterError("gpu_demo_walk: expects the walk's registered pod_wait results by step name, the rendered "
                                  "manifests, the pre-flight's plan and the hold's registered kubernetes.core.k8s deletion (dicts)")
     try:
-        return judge_walk(waits, manifests, plan, settings, hold_removal)
+        return judge_walk(waits, manifests, plan, settings, hold_removal, phase, judged)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise AnsibleFilterError("gpu_demo_walk: {0}".format(error)) from error
 
