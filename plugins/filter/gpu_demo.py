@@ -16,7 +16,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import run_objects
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import choose_allocation, run_objects
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.cleanup import judge_cleanup
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import (
     demo_timeline,
@@ -63,10 +63,18 @@ def gpu_demo_hold_summary(pods, units_by_pod, replicas=1):
 
 
 def gpu_demo_preflight(ledger_result, vllm_result, **settings):
-    """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks."""
-    _require_settings("gpu_demo_preflight", PREFLIGHT_SETTINGS, settings)
+    """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks.
+
+    Given ``device_class`` and ``extended_resource`` rather than ``allocation`` and ``resource``, the walk's way is
+    chosen here (dra.choose_allocation: gpu_demo_allocation, and for auto the node's own) and the before-state says it."""
     if not isinstance(ledger_result, dict) or not isinstance(vllm_result, dict):
         raise AnsibleFilterError("gpu_demo_preflight: expects the registered results of gpu_ledger_facts and vllm_health (dicts)")
+    if "allocation" not in settings and "device_class" in settings and "extended_resource" in settings:
+        node = ((ledger_result.get("ledger") or {}).get("nodes") or {}).get(settings.get("node"))
+        allocation = choose_allocation(settings.get("allocation_wanted", "auto"), node, settings["extended_resource"])
+        settings = dict(settings, allocation=allocation,
+                        resource=settings["device_class"] if allocation == "dra" else settings["extended_resource"])
+    _require_settings("gpu_demo_preflight", PREFLIGHT_SETTINGS, settings)
     try:
         return judge_node(ledger_result, vllm_result, settings)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
