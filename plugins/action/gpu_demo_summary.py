@@ -36,7 +36,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.fleet 
     render_json,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import verdict_of_row
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import job_stat_key, verdict_of_row
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
 ARGUMENT_SPEC = dict(
@@ -105,7 +105,10 @@ class ActionModule(ActionBase):
         base = "gpu-demo-fleet-%s" % run_id
         files = {"json": os.path.join(directory, base + ".json"), "markdown": os.path.join(directory, base + ".md"),
                  "html": os.path.join(directory, base + ".html")}
-        result.update(changed=False, files={}, summary=machine_readable(summary), verdicts=verdicts,
+        # The AWX job (one per slice of a sliced job), else this run: its set_stats keys are its own.
+        job_id = args["job"] or run_id
+        job = {"id": job_id, "verdicts_key": job_stat_key(job_id), "summary_key": job_stat_key(job_id, "gpu_demo_fleet_j")}
+        result.update(changed=False, files={}, summary=machine_readable(summary), verdicts=verdicts, job=job,
                       failed_hosts=dict((row["host"], failure_sentence(row)) for row in summary["rows"] if row["status"] == "failed"))
         if not args["write"]:
             return result

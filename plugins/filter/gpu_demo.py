@@ -25,7 +25,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
     link_failed_checks,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, run_id
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import PHASES, judge_walk
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
 
@@ -169,6 +169,11 @@ def gpu_demo_report(result, template):
         raise AnsibleFilterError("gpu_demo_report: cannot render {0}: {1}".format(template, error)) from error
 
 
+def gpu_demo_run_id(given=None):
+    """gpu_demo_run_id -> the run's id: as given, else a new one (verdict.run_id)."""
+    return run_id(given)
+
+
 class FilterModule(object):
     """The gpu_demo role's private filters."""
 
@@ -185,4 +190,5 @@ class FilterModule(object):
             "gpu_demo_fleet_verdicts": gpu_demo_fleet_verdicts,
             "gpu_demo_check_links": gpu_demo_check_links,
             "gpu_demo_report": gpu_demo_report,
+            "gpu_demo_run_id": gpu_demo_run_id,
         }

@@ -19,7 +19,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
+import datetime
 import json
+import random
 import re
 import time
 
@@ -293,3 +295,13 @@ def job_stat_key(job_id, prefix="gpu_demo_j"):
     if not text:
         raise VerdictError("a job id is needed to name the job's statistics (awx_job_id, or gpu_demo_run_id)")
     return prefix + KEY_PART.sub("_", text)
+
+
+def run_id(given=None, now=None):
+    """The run's id: ``given`` (gpu_demo_run_id), else the run's UTC start to the second and six random hex digits, so
+    that two runs started in the same second differ. Labels, report files, the lock's holder and the summary carry it."""
+    text = str(given if given is not None else "").strip()
+    if text:
+        return text
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return "{0}-{1:06x}".format(now.strftime("%Y%m%dt%H%M%S"), random.randrange(16 ** 6))
