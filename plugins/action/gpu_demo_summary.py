@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The summary of a gpu_demo run over many nodes, written on the controller (JSON, Markdown, HTML).
 
-Thin: the rows, counts and what the pages show come from module_utils/_gpu_demo/fleet.py, the pages from the role's
+Thin: the rows, counts and what the pages show come from plugin_utils/gpu_demo_fleet.py, the pages from the role's
 templates fleet.md.j2 and fleet.html.j2 (plugin_utils/report_templates.py); the files are written as report_files
 writes them (atomically, nothing in check mode).
 """
@@ -22,21 +22,17 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.scheduling.plugins.action.report_files import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_files import (
     DIR_MODE,
     ReportFilesError,
     plan_files,
     unchanged,
     write_atomically,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.fleet import (
-    failure_sentence,
-    fleet_summary,
-    machine_readable,
-    render_json,
-)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import failure_sentence
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import job_stat_key, verdict_of_row
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo_fleet import fleet_summary, machine_readable, render_json
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
 ARGUMENT_SPEC = dict(
