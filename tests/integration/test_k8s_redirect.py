@@ -20,6 +20,7 @@ PLAY = textwrap.dedent("""\
       gather_facts: false
       vars:
         ansible_connection: local
+        ansible_python_interpreter: "{{{{ ansible_playbook_python }}}}"
       tasks:
         - name: Create a ConfigMap with the old name
           gpuops.scheduling.k8s:
@@ -54,7 +55,7 @@ def test_the_old_module_name_runs_kubernetes_core_k8s_with_a_deprecation_warning
     run = sim.playbook(str(playbook), inventory="localhost,", extra_args=("-vvv",))
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     output = " ".join((run.stdout + run.stderr).split())
-    assert "redirecting (type: modules) gpuops.scheduling.k8s to kubernetes.core.k8s" in output
+    assert "redirecting (type: modules) gpuops.scheduling.k8s to kubernetes.core.k8s" in output, output[-3000:]
     assert "gpuops.scheduling.k8s has been deprecated" in output and "Use kubernetes.core.k8s" in output
     results = json.loads(out.read_text())
     assert results["created"]["changed"] is True and results["again"]["changed"] is False
