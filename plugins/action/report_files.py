@@ -43,6 +43,7 @@ ARGUMENT_SPEC = dict(
     mode=dict(type="str", default="0644"),
 )
 
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False

@@ -30,7 +30,6 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import (
     PHASES,
     STATUSES,
-    failure_sentence,
     result_row,
 )
 
