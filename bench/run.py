@@ -28,8 +28,8 @@ import occupied_window  # noqa: E402  pylint: disable=wrong-import-position
 import plot  # noqa: E402  pylint: disable=wrong-import-position
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# occupied_ratio: within 3x the kubectl script since issue 14 (kubernetes.core.k8s creates and deletes; 1.2x before).
-TARGETS = {"occupied_ratio": 3.0, "total_ratio": 1.5, "ledger_2000_s": 2.0, "ledger_list_calls": 3, "fleet_50_s": 180,
+# The card's: the GPUs held no longer than the kubectl script holds them, the whole run within 2.5x its time.
+TARGETS = {"occupied_ratio": 1.0, "total_ratio": 2.5, "ledger_2000_s": 2.0, "ledger_list_calls": 3, "fleet_50_s": 180,
            "summary_500_s": fleet_summary.TARGET_S}
 
 

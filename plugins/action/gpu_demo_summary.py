@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The summary of a gpu_demo run over many nodes, written on the controller (JSON, Markdown, HTML).
 
-Thin: the rows, counts and what the pages show come from module_utils/_gpu_demo/fleet.py, the pages from the role's
+Thin: the rows, counts and what the pages show come from plugin_utils/gpu_demo_fleet.py, the pages from the role's
 templates fleet.md.j2 and fleet.html.j2 (plugin_utils/report_templates.py); the files are written as report_files
 writes them (atomically, nothing in check mode).
 """
@@ -22,21 +22,17 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.scheduling.plugins.action.report_files import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_files import (
     DIR_MODE,
     ReportFilesError,
     plan_files,
     unchanged,
     write_atomically,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.fleet import (
-    failure_sentence,
-    fleet_summary,
-    machine_readable,
-    render_json,
-)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import verdict_of_row
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import failure_sentence
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import job_stat_key, verdict_of_row
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo_fleet import fleet_summary, machine_readable, render_json
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
 ARGUMENT_SPEC = dict(
@@ -107,7 +103,10 @@ class ActionModule(ActionBase):
         base = "gpu-demo-fleet-%s" % run_id
         files = {"json": os.path.join(directory, base + ".json"), "markdown": os.path.join(directory, base + ".md"),
                  "html": os.path.join(directory, base + ".html")}
-        result.update(changed=False, files={}, summary=machine_readable(summary), verdicts=verdicts,
+        # The AWX job (one per slice of a sliced job), else this run: its set_stats keys are its own.
+        job_id = args["job"] or run_id
+        job = {"id": job_id, "verdicts_key": job_stat_key(job_id), "summary_key": job_stat_key(job_id, "gpu_demo_fleet_j")}
+        result.update(changed=False, files={}, summary=machine_readable(summary), verdicts=verdicts, job=job,
                       failed_hosts=dict((row["host"], failure_sentence(row)) for row in summary["rows"] if row["status"] == "failed"))
         if not args["write"]:
             return result

@@ -16,7 +16,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import run_objects
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import choose_allocation, run_objects
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.cleanup import judge_cleanup
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import (
     demo_timeline,
@@ -25,8 +25,8 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
     link_failed_checks,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import judge_walk
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, run_id
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import PHASES, judge_walk
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
 
 
@@ -63,10 +63,18 @@ def gpu_demo_hold_summary(pods, units_by_pod, replicas=1):
 
 
 def gpu_demo_preflight(ledger_result, vllm_result, **settings):
-    """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks."""
-    _require_settings("gpu_demo_preflight", PREFLIGHT_SETTINGS, settings)
+    """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks.
+
+    Given ``device_class`` and ``extended_resource`` rather than ``allocation`` and ``resource``, the walk's way is
+    chosen here (dra.choose_allocation: gpu_demo_allocation, and for auto the node's own) and the before-state says it."""
     if not isinstance(ledger_result, dict) or not isinstance(vllm_result, dict):
         raise AnsibleFilterError("gpu_demo_preflight: expects the registered results of gpu_ledger_facts and vllm_health (dicts)")
+    if "allocation" not in settings and "device_class" in settings and "extended_resource" in settings:
+        node = ((ledger_result.get("ledger") or {}).get("nodes") or {}).get(settings.get("node"))
+        allocation = choose_allocation(settings.get("allocation_wanted", "auto"), node, settings["extended_resource"])
+        settings = dict(settings, allocation=allocation,
+                        resource=settings["device_class"] if allocation == "dra" else settings["extended_resource"])
+    _require_settings("gpu_demo_preflight", PREFLIGHT_SETTINGS, settings)
     try:
         return judge_node(ledger_result, vllm_result, settings)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
@@ -88,14 +96,17 @@ def gpu_demo_admission(dry_run_result, priority_class, create_priority_class):
         raise AnsibleFilterError("gpu_demo_admission: {0}".format(error)) from error
 
 
-def gpu_demo_walk(waits, manifests, plan, hold_removal=None, **settings):
-    """The walk's registered results -> each step's result, the hold's and the queue's evidence, the walk's checks."""
+def gpu_demo_walk(waits, manifests, plan, hold_removal=None, phase=None, judged=None, **settings):
+    """The walk's registered results -> each step's result, the hold's and the queue's evidence, the walk's checks;
+    with ``phase``, that phase judged on top of ``judged`` (the judgement of the phases before it)."""
     _require_settings("gpu_demo_walk", WALK_SETTINGS, settings)
-    if not all(isinstance(value, dict) for value in (waits, manifests, plan, hold_removal or {})):
+    if phase not in (None,) + PHASES:
+        raise AnsibleFilterError("gpu_demo_walk: phase must be one of {0}".format(", ".join(PHASES)))
+    if not all(isinstance(value, dict) for value in (waits, manifests, plan, hold_removal or {}, judged or {})):
         raise AnsibleFilterError("gpu_demo_walk: expects the walk's registered pod_wait results by step name, the rendered "
                                  "manifests, the pre-flight's plan and the hold's registered kubernetes.core.k8s deletion (dicts)")
     try:
-        return judge_walk(waits, manifests, plan, settings, hold_removal)
+        return judge_walk(waits, manifests, plan, settings, hold_removal, phase, judged)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise AnsibleFilterError("gpu_demo_walk: {0}".format(error)) from error
 
@@ -158,6 +169,11 @@ def gpu_demo_report(result, template):
         raise AnsibleFilterError("gpu_demo_report: cannot render {0}: {1}".format(template, error)) from error
 
 
+def gpu_demo_run_id(given=None):
+    """gpu_demo_run_id -> the run's id: as given, else a new one (verdict.run_id)."""
+    return run_id(given)
+
+
 class FilterModule(object):
     """The gpu_demo role's private filters."""
 
@@ -174,4 +190,5 @@ class FilterModule(object):
             "gpu_demo_fleet_verdicts": gpu_demo_fleet_verdicts,
             "gpu_demo_check_links": gpu_demo_check_links,
             "gpu_demo_report": gpu_demo_report,
+            "gpu_demo_run_id": gpu_demo_run_id,
         }

@@ -154,6 +154,13 @@ files:
     json: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.json
     markdown: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.md
     html: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.html
+job:
+  description:
+    - The AWX job (O(job)), else the run (O(run_id)), and the C(set_stats) keys of its own that hold its verdicts
+      (C(verdicts_key), C(gpu_demo_j<job>)) and its summary (C(summary_key), C(gpu_demo_fleet_j<job>)).
+  returned: always
+  type: dict
+  sample: {id: "4411", verdicts_key: gpu_demo_j4411, summary_key: gpu_demo_fleet_j4411}
 verdicts:
   description:
     - Each passed or failed node's compact verdict (as M(gpuops.scheduling.node_verdict) writes it on the Node), by host,

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, StrictUndefined
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import fleet
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet
 
 # plugins/plugin_utils/ -> the collection's root -> the role's templates, where the per-node and the fleet reports are.
 TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -107,7 +107,7 @@ def render(name, **data):
 
 
 def fleet_markdown(summary):
-    """A run's summary (module_utils/_gpu_demo/fleet.py fleet_summary) as Markdown."""
+    """A run's summary (plugin_utils/gpu_demo_fleet.py fleet_summary) as Markdown."""
     return render("fleet.md.j2", page=fleet.page(summary))
 
 

@@ -9,9 +9,9 @@
 """The gpu_demo cleanup's judgement: is the node as the demo found it?
 
 From the last pod_wait that deleted the run's pods and read the node (the walk's delete step, or the cleanup's
-own call after a failed step), the node's before-state (_preflight.py) and the inference server's health after
+own call after a failed step), the node's before-state (preflight.py) and the inference server's health after
 the demo, returns the after-state and the cleanup checks: no pod of the run left, the ledger as it was, the
-inference server as healthy as it was. Python rather than Jinja for the reason _preflight.py gives.
+inference server as healthy as it was. Python rather than Jinja for the reason preflight.py gives.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -8,9 +8,9 @@
 
 """The pre-flight's verdict on the Node: a condition, a label, two annotations, and (gate mode) a startup taint.
 
-Plain data in, plain data out: ``verdict_of_row`` turns a node's summary row (fleet.node_row, from the role's result)
+Plain data in, plain data out: ``verdict_of_row`` turns a node's summary row (rows.result_row, from the role's result)
 into a compact verdict; ``node_writes`` into the bodies of the two patches that put it on the Node; ``read_verdict``
-reads it back from a Node; ``result_of_verdict`` turns it into what fleet.node_row reads, so that the fleet's summary
+reads it back from a Node; ``result_of_verdict`` turns it into what rows.result_row reads, so that the fleet's summary
 made from the Nodes is the same summary a run writes. ``taint_removal`` is the JSON patch that removes only our taint.
 """
 
@@ -19,11 +19,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
+import datetime
 import json
+import random
 import re
 import time
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.fleet import node_row
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import result_row
 
 CONDITION_TYPE = "gpuops.scheduling/GPUPreflightPassed"
 LABEL = "gpuops.scheduling/gpu-preflight"
@@ -80,7 +82,7 @@ def _one_line(text, limit):
 
 
 def verdict_of_row(row, at, job=None):
-    """A node's summary row (fleet.node_row) -> the compact verdict written on the Node and handed to AWX.
+    """A node's summary row (rows.result_row) -> the compact verdict written on the Node and handed to AWX.
 
     Only what a fleet summary needs: the state, the failed phase, check and why, units, GPUs seen, the occupied
     window, the run id and when. ``job`` is the AWX job (or run) that made it.
@@ -106,7 +108,7 @@ def verdict_of_result(result, at, job=None):
     """The role's result for a node (``_gpu_demo_result``) -> its verdict."""
     if not isinstance(result, dict) or not result.get("node"):
         raise VerdictError("expects the role's result for a node (a dict with 'node'), got {0!r}".format(type(result).__name__))
-    return verdict_of_row(node_row(result["node"], result), at, job=job)
+    return verdict_of_row(result_row(result["node"], result), at, job=job)
 
 
 def running_verdict(node, run_id, at, resource=None, job=None):
@@ -199,7 +201,7 @@ def read_verdict(node):
 
 
 def result_of_verdict(verdict):
-    """A verdict -> the role-result shape fleet.node_row reads, so the summary of Nodes is the summary of a run."""
+    """A verdict -> the role-result shape rows.result_row reads, so the summary of Nodes is the summary of a run."""
     failed = verdict["state"] == "failed"
     window = verdict.get("window") or None
     checks = []
@@ -293,3 +295,13 @@ def job_stat_key(job_id, prefix="gpu_demo_j"):
     if not text:
         raise VerdictError("a job id is needed to name the job's statistics (awx_job_id, or gpu_demo_run_id)")
     return prefix + KEY_PART.sub("_", text)
+
+
+def run_id(given=None, now=None):
+    """The run's id: ``given`` (gpu_demo_run_id), else the run's UTC start to the second and six random hex digits, so
+    that two runs started in the same second differ. Labels, report files, the lock's holder and the summary carry it."""
+    text = str(given if given is not None else "").strip()
+    if text:
+        return text
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return "{0}-{1:06x}".format(now.strftime("%Y%m%dt%H%M%S"), random.randrange(16 ** 6))

@@ -12,7 +12,7 @@ From what each step of the walk registered (pod_wait's waits for the hold, the q
 deletion; kubernetes.core.k8s's deletion of the hold) returns each step's
 result (a step that did not run says so), the hold's GPU evidence, the queue's FailedScheduling and ledger,
 the queue pod's evidence, and the checks of each phase in order. Judging stops after the first
-phase with a failed check, as the run does. Python rather than Jinja for the reason _preflight.py gives:
+phase with a failed check, as the run does. Python rather than Jinja for the reason preflight.py gives:
 three judges in Jinja were a fifth of the controller's time per node.
 """
 
@@ -187,24 +187,36 @@ def judge_release(release, hold_names, held_uuids, node, queue_name):
     return evidence, checks
 
 
-def judge_walk(waits, manifests, plan, settings, hold_removal=None):
+def judge_walk(waits, manifests, plan, settings, hold_removal=None, phase=None, judged=None):
     """The walk's registered results -> steps, evidence and the checks of each phase up to the first that failed.
 
-    ``waits``, ``hold_removal``: as step_results takes them; ``settings``: node, resource, namespace,
-    queue_name.
+    ``waits``, ``hold_removal``: as step_results takes them; ``settings``: node, resource, namespace, queue_name.
+    With ``phase``, that phase only is judged, on top of ``judged`` (what this returned for the phases before it): the
+    role judges each phase once, right after its wait. Without it, every phase not judged yet (a step that did not
+    run fails its phase). ``stop``: the failed checks' details of the phase judged last, empty when the walk goes on.
     """
     node, resource, queue_name = settings["node"], settings["resource"], settings["queue_name"]
     hold_names = [(manifest.get("metadata") or {}).get("name") for manifest in manifests.get("hold") or []]
     steps = step_results(waits, hold_removal)
-    judged = {"steps": steps, "hold_summary": {}, "queue_scheduling": {}, "during": {}, "queue_evidence": {}, "checks": []}
-    summary, checks = judge_hold(steps["hold"], hold_names, plan, node, resource)
-    judged.update(hold_summary=summary, checks=checks)
-    if not all(check["passed"] for check in checks):
-        return judged
-    scheduling, during, checks = judge_queue(steps["queue"], hold_names, plan, node, resource, settings["namespace"], queue_name)
-    judged.update(queue_scheduling=scheduling, during=during, checks=judged["checks"] + checks)
-    if not all(check["passed"] for check in checks):
-        return judged
-    evidence, checks = judge_release(steps["release"], hold_names, summary["unit_uuids"], node, queue_name)
-    judged.update(queue_evidence=evidence, checks=judged["checks"] + checks)
+    judged = dict(judged or {"steps": {}, "phases": [], "hold_summary": {}, "queue_scheduling": {}, "during": {},
+                             "queue_evidence": {}, "checks": []})
+    judged["steps"] = dict(judged["steps"], **dict((name, steps[name]) for name in WAITS if phase in (None, name)))
+    stop = []
+    for name in [phase] if phase else [name for name in PHASES if name not in judged["phases"]]:
+        if not all(check["passed"] for check in judged["checks"]):
+            break   # judging stops after the first phase with a failed check, as the run does
+        if name == "hold":
+            summary, checks = judge_hold(steps["hold"], hold_names, plan, node, resource)
+            judged["hold_summary"] = summary
+        elif name == "queue":
+            scheduling, during, checks = judge_queue(steps["queue"], hold_names, plan, node, resource, settings["namespace"],
+                                                     queue_name)
+            judged.update(queue_scheduling=scheduling, during=during)
+        else:
+            evidence, checks = judge_release(steps["release"], hold_names, judged["hold_summary"].get("unit_uuids") or [],
+                                             node, queue_name)
+            judged["queue_evidence"] = evidence
+        judged.update(checks=judged["checks"] + checks, phases=judged["phases"] + [name])
+        stop = [check["detail"] for check in checks if not check["passed"]]
+    judged["stop"] = "; ".join(stop)
     return judged

@@ -17,7 +17,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledg
     DEFAULT_RESOURCE_NAMES, READ_STRATEGIES, LedgerError, choose_read_strategy, read_ledger)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import TaskFailed
 
-# The module's own options; kubernetes.core's connection options come on top (_k8s_client.module_argument_spec).
+# The module's own options; kubernetes.core's connection options come on top (_kubernetes/client.py: module_argument_spec).
 OPTIONS = dict(
     node=dict(type="str"),
     nodes=dict(type="list", elements="str"),

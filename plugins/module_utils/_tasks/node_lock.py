@@ -191,7 +191,7 @@ def fresh_client(params):
     return core_v1_api(k8s_client(params))
 
 
-# The module's own options; kubernetes.core's connection options come on top (_k8s_client.module_argument_spec).
+# The module's own options; kubernetes.core's connection options come on top (_kubernetes/client.py: module_argument_spec).
 OPTIONS = dict(
     node=dict(type="str", required=True),
     namespace=dict(type="str", required=True),

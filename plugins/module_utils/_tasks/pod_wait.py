@@ -9,7 +9,7 @@
 """pod_wait: watch pods until a condition holds, then read their logs, events and the ledger (see runner.py for how a
 task function runs). Creating and deleting them is kubernetes.core.k8s's.
 
-What the pods' states mean is decided in _pod_wait.py; this file makes the API calls of one pod_wait task.
+What the pods' states mean is decided in _kubernetes/pod_wait.py; this file makes the API calls of one pod_wait task.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -394,7 +394,7 @@ def wait_for(params, api, reader, warn):
     return waiter.result(), None
 
 
-# The module's own options; kubernetes.core's connection options come on top (_k8s_client.module_argument_spec).
+# The module's own options; kubernetes.core's connection options come on top (_kubernetes/client.py: module_argument_spec).
 OPTIONS = dict(
     namespace=dict(type="str", required=True),
     names=dict(type="list", elements="str"),

@@ -13,53 +13,53 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpuops.scheduling.plugins.action import report_files as action
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import report_files as files
 
 CHECKOUT = Path(__file__).resolve().parents[4]
 
 
 def test_mode_is_octal_text():
-    assert action.parse_mode("0644") == 0o644
-    assert action.parse_mode("600") == 0o600
+    assert files.parse_mode("0644") == 0o644
+    assert files.parse_mode("600") == 0o600
     for bad in ("rw-r--r--", "0999", "", "77777"):
-        with pytest.raises(action.ReportFilesError, match="not an octal file mode"):
-            action.parse_mode(bad)
+        with pytest.raises(files.ReportFilesError, match="not an octal file mode"):
+            files.parse_mode(bad)
 
 
 def test_text_is_written_as_is_and_data_as_sorted_json():
-    assert action.file_bytes("a.md", "# 报告\n") == "# 报告\n".encode()
-    assert json.loads(action.file_bytes("a.json", {"b": 1, "a": [1, 2]})) == {"a": [1, 2], "b": 1}
-    assert action.file_bytes("a.json", {"b": 1, "a": 2}).decode().index('"a"') < action.file_bytes("a.json", {"b": 1, "a": 2}).decode().index('"b"')
-    with pytest.raises(action.ReportFilesError, match=r"files\[x\]\.content must be text"):
-        action.file_bytes("x", 42)
+    assert files.file_bytes("a.md", "# 报告\n") == "# 报告\n".encode()
+    assert json.loads(files.file_bytes("a.json", {"b": 1, "a": [1, 2]})) == {"a": [1, 2], "b": 1}
+    assert files.file_bytes("a.json", {"b": 1, "a": 2}).decode().index('"a"') < files.file_bytes("a.json", {"b": 1, "a": 2}).decode().index('"b"')
+    with pytest.raises(files.ReportFilesError, match=r"files\[x\]\.content must be text"):
+        files.file_bytes("x", 42)
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "../escape.md", "sub/report.md", "a\\b", "nul\0"])
 def test_names_outside_the_directory_are_refused(name):
-    with pytest.raises(action.ReportFilesError, match="plain file name"):
-        action.plan_files("/tmp/reports", [{"name": name, "content": "x"}])
+    with pytest.raises(files.ReportFilesError, match="plain file name"):
+        files.plan_files("/tmp/reports", [{"name": name, "content": "x"}])
 
 
 def test_a_name_given_twice_is_refused():
-    with pytest.raises(action.ReportFilesError, match="given twice"):
-        action.plan_files("/tmp/reports", [{"name": "r.md", "content": "x"}, {"name": "r.md", "content": "y"}])
+    with pytest.raises(files.ReportFilesError, match="given twice"):
+        files.plan_files("/tmp/reports", [{"name": "r.md", "content": "x"}, {"name": "r.md", "content": "y"}])
 
 
 def test_every_name_is_checked_before_any_bytes_are_planned():
-    planned = action.plan_files("/tmp/reports", [{"name": "r.json", "content": {"k": 1}}, {"name": "r.md", "content": "x"}])
+    planned = files.plan_files("/tmp/reports", [{"name": "r.json", "content": {"k": 1}}, {"name": "r.md", "content": "x"}])
     assert [path for path, _data in planned] == ["/tmp/reports/r.json", "/tmp/reports/r.md"]
 
 
 def test_atomic_write_sets_the_mode_and_leaves_no_temporary_file(tmp_path):
     target = tmp_path / "r.svg"
-    action.write_atomically(str(target), b"<svg/>", 0o640)
+    files.write_atomically(str(target), b"<svg/>", 0o640)
     assert target.read_bytes() == b"<svg/>"
     assert target.stat().st_mode & 0o7777 == 0o640
     assert os.listdir(tmp_path) == ["r.svg"]
-    assert action.unchanged(str(target), b"<svg/>", 0o640)
-    assert not action.unchanged(str(target), b"<svg/>", 0o644)
-    assert not action.unchanged(str(target), b"<svg />", 0o640)
-    assert not action.unchanged(str(tmp_path / "missing"), b"", 0o644)
+    assert files.unchanged(str(target), b"<svg/>", 0o640)
+    assert not files.unchanged(str(target), b"<svg/>", 0o644)
+    assert not files.unchanged(str(target), b"<svg />", 0o640)
+    assert not files.unchanged(str(tmp_path / "missing"), b"", 0o644)
 
 
 PLAYBOOK = textwrap.dedent("""\

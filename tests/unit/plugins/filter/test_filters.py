@@ -4,6 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The filters of plugins/filter/scheduling.py (general) and gpu_demo.py (the role's own): names, errors as AnsibleFilterError."""
 
+import re
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
@@ -19,8 +21,8 @@ def test_filter_names():
     assert sorted(scheduling.FilterModule().filters()) == ["failed_scheduling", "scheduling_event_timeline"]
     assert sorted(gpu_demo.FilterModule().filters()) == [
         "gpu_demo_admission", "gpu_demo_check_links", "gpu_demo_cleanup", "gpu_demo_evidence", "gpu_demo_fleet_verdicts",
-        "gpu_demo_hold_summary", "gpu_demo_preflight", "gpu_demo_report", "gpu_demo_run_claims", "gpu_demo_timeline",
-        "gpu_demo_walk"]
+        "gpu_demo_hold_summary", "gpu_demo_preflight", "gpu_demo_report", "gpu_demo_run_claims", "gpu_demo_run_id",
+        "gpu_demo_timeline", "gpu_demo_walk"]
 
 
 def test_fleet_verdicts_refuses_what_is_no_node_list():
@@ -50,3 +52,10 @@ def test_timeline_filters():
     assert [step["free"] for step in timeline["free"]] == [1, 0, 1]
     summary = FILTERS["gpu_demo_hold_summary"]([{"name": "h", "log": "GPU 0: NVIDIA H20 (UUID: GPU-1)"}], {"h": 1})
     assert summary["one_gpu_per_unit"] is True
+
+
+def test_run_id_is_the_given_one_else_a_new_one():
+    assert FILTERS["gpu_demo_run_id"]("nightly-7") == "nightly-7"
+    made = [FILTERS["gpu_demo_run_id"](given) for given in ("", None, "  ")]
+    assert all(re.fullmatch(r"\d{8}t\d{6}-[0-9a-f]{6}", run_id) for run_id in made), made
+    assert len(set(made)) == 3

@@ -10,6 +10,7 @@ import copy
 import json
 from pathlib import Path
 
+from ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo import gpu_demo_preflight
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import dra
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_node
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import judge_hold, judge_queue
@@ -61,6 +62,15 @@ class TestClassEntry:
         assert dra.choose_allocation("device_plugin", node, "nvidia.com/gpu") == "device_plugin"
         plugin_node = {"resources": {"nvidia.com/gpu": {"capacity": 1}}}
         assert dra.choose_allocation("auto", plugin_node, "nvidia.com/gpu") == "device_plugin"
+
+    def test_the_role_takes_the_path_the_preflight_filter_chooses(self):
+        """The role passes the DeviceClass and the extended resource; the filter chooses the way with choose_allocation."""
+        settings = dict((key, value) for key, value in SETTINGS.items() if key not in ("resource", "allocation"))
+        settings.update(device_class="gpu.nvidia.com", extended_resource="nvidia.com/gpu")
+        before = gpu_demo_preflight(ledger(), {}, **settings)["before"]
+        assert (before["allocation"], before["resource"]) == ("dra", "gpu.nvidia.com")
+        before = gpu_demo_preflight(ledger(), {}, **dict(settings, allocation_wanted="device_plugin"))["before"]
+        assert (before["allocation"], before["resource"]) == ("device_plugin", "nvidia.com/gpu")
 
 
 class TestPreflight:

@@ -227,3 +227,33 @@ def test_a_mig_hold_whose_variable_names_the_parent_gpu_is_not_corroborated():
     assert details(judged)["hold_env_corroborates"] == (
         False, "the device plugin passes UUIDs in NVIDIA_VISIBLE_DEVICES, but gpu-demo-hold is given {0} and nvidia-smi shows {1}".format(
             H100, MIG_0))
+
+
+def test_judging_phase_by_phase_gives_what_judging_the_whole_walk_gives():
+    """The role judges each phase once, right after its wait; the sum is the whole walk's judgement."""
+    waits = walk()
+    whole = judge(waits)
+    judged = {}
+    for phase in ("hold", "queue", "release"):
+        judged = judge_walk({phase: waits[phase]}, MANIFESTS, PLAN, SETTINGS, HOLD_REMOVAL, phase=phase, judged=judged)
+        assert judged["stop"] == "" and judged["phases"][-1] == phase
+    assert judged["checks"] == whole["checks"] and judged["queue_evidence"] == whole["queue_evidence"]
+
+
+def test_a_failed_phase_stops_the_walk_and_the_next_is_not_judged():
+    waits = walk()
+    waits["queue"] = dict(waits["queue"], met=False, error="timed out")
+    judged = judge_walk({"hold": waits["hold"]}, MANIFESTS, PLAN, SETTINGS, phase="hold")
+    judged = judge_walk({"queue": waits["queue"]}, MANIFESTS, PLAN, SETTINGS, phase="queue", judged=judged)
+    assert "timed out" in judged["stop"] and judged["phases"] == ["hold", "queue"]
+    # What main.yml's always section asks after a stop: nothing more is judged.
+    after = judge_walk({}, MANIFESTS, PLAN, SETTINGS, judged=judged)
+    assert after["checks"] == judged["checks"] and after["stop"] == ""
+
+
+def test_a_phase_a_failed_step_kept_from_running_is_judged_not_run():
+    waits = walk()
+    judged = judge_walk({"hold": waits["hold"]}, MANIFESTS, PLAN, SETTINGS, phase="hold")
+    after = judge_walk({}, MANIFESTS, PLAN, SETTINGS, judged=judged)
+    assert after["phases"] == ["hold", "queue"] and not details(after)["queue_pending"][0]
+    assert "not run" in details(after)["queue_pending"][1]

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The run's summary (module_utils/_gpu_demo/fleet.py): rows from real per-node results, failures first, pages escaped.
+"""The run's summary (plugin_utils/gpu_demo_fleet.py, rows from module_utils/_gpu_demo/rows.py): rows from real per-node results, failures first, pages escaped.
 
 The two fixtures are per-node JSON reports of a parallel run over the sim's fleet topology: gpu-a2 passed (two H20s),
 gpu-a4 was refused before anything was created (NotReady).
@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import fleet
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import phase_of_task
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
-FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
 NOT_READY = json.loads((FIXTURES / "gpu-a4-not-ready.json").read_text())
 REPORTS = "/runner/project/reports"
@@ -133,11 +134,11 @@ def test_failures_are_grouped_by_check_most_frequent_first():
 
 
 def test_phase_of_a_failed_task():
-    assert fleet.phase_of_task("Preflight | Refuse a node the demo must not touch") == "preflight"
-    assert fleet.phase_of_task("gpuops.scheduling.gpu_demo : Hold | Wait until the hold pods run") == "hold"
-    assert fleet.phase_of_task("Delete | Remove the demo pods") == "release"
-    assert fleet.phase_of_task("Validating arguments against arg spec 'main'") == "input"
-    assert fleet.phase_of_task("") == fleet.phase_of_task("Something else") == "run"
+    assert phase_of_task("Preflight | Refuse a node the demo must not touch") == "preflight"
+    assert phase_of_task("gpuops.scheduling.gpu_demo : Hold | Wait until the hold pods run") == "hold"
+    assert phase_of_task("Delete | Remove the demo pods") == "release"
+    assert phase_of_task("Validating arguments against arg spec 'main'") == "input"
+    assert phase_of_task("") == phase_of_task("Something else") == "run"
 
 
 def test_a_bad_mode_is_refused():
