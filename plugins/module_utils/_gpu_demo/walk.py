@@ -22,6 +22,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.device_health import add_queue_pod_health, judge_hold_health
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
     as_int,
@@ -202,9 +203,12 @@ def judge_walk(waits, manifests, plan, settings, hold_removal=None):
     if not all(check["passed"] for check in checks):
         return judged
     scheduling, during, checks = judge_queue(steps["queue"], hold_names, plan, node, resource, settings["namespace"], queue_name)
+    summary["device_health"], health_check = judge_hold_health([steps["hold"].get("pods"), steps["queue"].get("pods")], hold_names)
+    checks.append(health_check)
     judged.update(queue_scheduling=scheduling, during=during, checks=judged["checks"] + checks)
     if not all(check["passed"] for check in checks):
         return judged
     evidence, checks = judge_release(steps["release"], hold_names, summary["unit_uuids"], node, queue_name)
+    evidence["device_health"] = add_queue_pod_health(checks, steps["release"], queue_name)
     judged.update(queue_evidence=evidence, checks=judged["checks"] + checks)
     return judged
