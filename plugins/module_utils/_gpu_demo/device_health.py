@@ -145,7 +145,8 @@ def judge_hold_health(snapshots, hold_names):
 
 def add_queue_pod_health(checks, release, queue_name):
     """The queue pod's devices, as the release's wait last saw them: an Unhealthy device fails the hand-over check
-    (queue_got_held_gpu), naming it; otherwise the health is only returned (the report's queue evidence).
+    (queue_got_held_gpu), naming it; otherwise the health is only returned (the report's queue evidence). The pod has
+    Succeeded by then: a device plugin's devices are still reported, a DRA claim's not (the kubelet has un-prepared it).
     Returns the queue pod's pod_device_health."""
     health = pods_device_health([release.get("pods") or []], [queue_name])
     unhealthy, detail = health_detail(health, "the queue pod")
