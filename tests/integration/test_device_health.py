@@ -121,3 +121,20 @@ def test_a_healthy_run_reports_every_device_healthy(sim, tmp_path, topology):
         assert all(item["resource"].startswith(resource) for pod in pods for item in pod["devices"])
     # The Markdown report says it in a line.
     assert "as the kubelet reports it: {0} **Healthy** (gpu-demo-hold).".format(device) in run.markdown.read_text()
+
+
+def test_gpus_that_dra_serves_for_a_plain_request_have_no_health_and_that_is_said_not_failed(sim, tmp_path):
+    # The v1.36 kubelet reports the health of the claims a container names, not of the claim the scheduler makes for
+    # a plain nvidia.com/gpu request: even a device the driver reports Unhealthy is not in the pod's status.
+    sim.use_topology("dra")
+    sim._simctl("fault", "prod102", json.dumps({"dra_health": {"gpu-0": {"xid": 79}}}))  # pylint: disable=protected-access
+    try:
+        run = run_dra_demo(sim, tmp_path, gpu_demo_dra_request="extended_resource")
+        assert run.rc == 0, run.output[-3000:]
+        assert run.result["passed"] is True, run.result["failed_checks"]
+        check = run.check("hold_devices_healthy")
+        assert check["passed"] and check["detail"].startswith(
+            "the kubelet writes no device health into the status of gpu-demo-hold ("), check
+        assert [pod["reported"] for pod in run.result["hold"]["device_health"]] == [False]
+    finally:
+        sim._simctl("fault", "prod102", "{}")  # pylint: disable=protected-access

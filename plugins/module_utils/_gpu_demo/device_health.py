@@ -15,7 +15,8 @@ the plugin registered (``GPU-<uuid>``); their health is what the plugin last sai
 ``claim:<pod claim>/<request>`` and its devices by the CDI device ID the driver answered
 (``k8s.gpu.nvidia.com/claim=<claim uid>-gpu-0``), or ``<driver>/<pool>/<device>`` without one; their health is what the
 driver's DRAResourceHealth service last said, and Unknown when it says nothing (no such service, or silent for longer
-than the health check timeout). Older kubelets, or the gate off, write nothing at all: that is said, not failed.
+than the health check timeout). Older kubelets, or the gate off, write nothing at all, nor does the v1.36 kubelet for
+a claim the scheduler made for a plain extended-resource request: that is said, not failed.
 
 Plain dicts in, data out: a pod as pod_wait returns it (``containers[].allocated_resources_status``) or as the API does
 (``status.containerStatuses[].allocatedResourcesStatus``).
@@ -34,8 +35,11 @@ HEALTHY, UNHEALTHY, UNKNOWN = "Healthy", "Unhealthy", "Unknown"
 # A DRA claim's CDI device ID ends in "<claim uid>-<device>" (NVIDIA's driver and the simulated one name it so).
 _CLAIM_DEVICE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-(.+)$")
 
-ABSENT_WORDS = ("the kubelet writes no device health into the status of {0} (Kubernetes before 1.36, or its "
-                "ResourceHealthStatus feature gate off)")
+# The v1.36 kubelet reports a DRA claim's devices only for the claims a container names in resources.claims: not for
+# the claim the scheduler makes for a plain extended-resource request (pkg/kubelet/cm/dra UpdateAllocatedResourcesStatus).
+ABSENT_WORDS = ("the kubelet writes no device health into the status of {0} (Kubernetes before 1.36, its "
+                "ResourceHealthStatus feature gate off, or GPUs that DRA serves for a plain extended-resource request, "
+                "whose health the kubelet does not report)")
 
 
 def device_name(resource, resource_id):

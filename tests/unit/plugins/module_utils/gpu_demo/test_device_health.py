@@ -116,7 +116,8 @@ def test_an_older_kubelet_that_writes_nothing_is_said_not_failed():
     health, check = judge_hold_health([pods], ["gpu-demo-hold"])
     assert check["passed"] and not health[0]["reported"]
     assert check["detail"] == ("the kubelet writes no device health into the status of gpu-demo-hold (Kubernetes before "
-                               "1.36, or its ResourceHealthStatus feature gate off)")
+                               "1.36, its ResourceHealthStatus feature gate off, or GPUs that DRA serves for a plain "
+                               "extended-resource request, whose health the kubelet does not report)")
     # A pod the waits never saw is said the same way.
     assert judge_hold_health([[]], ["gpu-demo-hold"])[1]["passed"]
 
