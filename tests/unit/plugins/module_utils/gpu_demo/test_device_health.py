@@ -147,4 +147,5 @@ def test_the_queue_pods_unhealthy_device_fails_the_hand_over_and_a_healthy_one_l
     checks = [dict(passed)]
     add_queue_pod_health(checks, release, "gpu-demo-queue")
     assert checks[0]["passed"] is False
-    assert checks[0]["detail"] == "the queue pod saw {0}; the hold had {0}; device health: the kubelet reports Unhealthy: {0} in pod gpu-demo-queue".format(UUID)
+    assert checks[0]["detail"] == ("the queue pod saw {0}; the hold had {0}; device health: the kubelet reports Unhealthy: "
+                                   "{0} in pod gpu-demo-queue").format(UUID)
