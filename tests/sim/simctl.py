@@ -9,7 +9,8 @@
   simctl.py stop|start COMPONENT        stop a component, or start it again as it was started (e.g.
                                         plugin-prod102-nvidia.com-gpu, kubelet-prod102)
   simctl.py fault NODE JSON             make a node's device plugin misbehave (tests/sim/node/plugin.go
-                                        pluginFaults: {"unhealthy": [ids]}, {"wrong_id": "first"}; {} heals), or
+                                        pluginFaults: {"unhealthy": [ids]}, {"unhealthy_once_allocated": [ids]},
+                                        {"wrong_id": "first"}; {} heals), or
                                         its DRA driver (dra.go draFaults: {"dra_wrong_device": "first"},
                                         {"dra_taints": {DEVICE: {"key": K, "value": V, "effect": E}}},
                                         {"dra_health": {DEVICE: {"xid": N} or {"health": "Unknown"}}})

@@ -148,3 +148,41 @@ func TestListAndWatchSendsTheListAgainWhenADeviceTurnsUnhealthy(t *testing.T) {
 		t.Errorf("healed: %v", got)
 	}
 }
+
+// A device the faults turn Unhealthy once allocated reads Healthy until the kubelet allocates it, then Unhealthy at
+// once: the GPU fails while its pod holds it.
+func TestADeviceUnhealthyOnceAllocatedTurnsUnhealthyWhenTheKubeletAllocatesIt(t *testing.T) {
+	p := testPlugin("envvar", false)
+	p.faultsFile = filepath.Join(t.TempDir(), "faults.json")
+	p.changed = make(chan struct{}, 1)
+	writeFaults(t, p.faultsFile, `{"unhealthy_once_allocated": ["GPU-b"]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream := newRecordingStream[pluginapi.ListAndWatchResponse](ctx)
+	go func() { _ = p.ListAndWatch(&pluginapi.Empty{}, stream) }()
+
+	healthOf := func(response *pluginapi.ListAndWatchResponse) map[string]string {
+		health := map[string]string{}
+		for _, device := range response.Devices {
+			health[device.ID] = device.Health
+		}
+		return health
+	}
+	if got := healthOf(stream.next(t, time.Second)); got["GPU-b"] != pluginapi.Healthy {
+		t.Errorf("before the allocation: %v", got)
+	}
+	allocate(t, p, "GPU-a")
+	select {
+	case response := <-stream.sent:
+		t.Errorf("another device's allocation sent the list again: %v", healthOf(response))
+	case <-time.After(100 * time.Millisecond):
+	}
+	allocate(t, p, "GPU-b")
+	if got := healthOf(stream.next(t, time.Second)); got["GPU-a"] != pluginapi.Healthy || got["GPU-b"] != pluginapi.Unhealthy {
+		t.Errorf("after its allocation: %v", got)
+	}
+	writeFaults(t, p.faultsFile, `{}`)
+	if got := healthOf(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); got["GPU-b"] != pluginapi.Healthy {
+		t.Errorf("healed: %v", got)
+	}
+}
