@@ -312,7 +312,10 @@ pods:
       elements: dict
       sample: [{"type": "PodScheduled", "status": "True", "reason": null, "message": null, "last_transition_time": "2026-10-12T08:01:02Z"}]
     containers:
-      description: Container states (name, state, reason, message, exit_code, started_at, finished_at, ready, restart_count, image).
+      description:
+        - Container states (name, state, reason, message, exit_code, started_at, finished_at, ready, restart_count, image).
+        - C(allocated_resources_status) is the kubelet's health of each device the container was given, as the API
+          gives it (C(status.containerStatuses[].allocatedResourcesStatus)); null where the kubelet does not report it.
       returned: when the pod was seen
       type: list
       elements: dict

@@ -9,9 +9,11 @@
   simctl.py stop|start COMPONENT        stop a component, or start it again as it was started (e.g.
                                         plugin-prod102-nvidia.com-gpu, kubelet-prod102)
   simctl.py fault NODE JSON             make a node's device plugin misbehave (tests/sim/node/plugin.go
-                                        pluginFaults: {"unhealthy": [ids]}, {"wrong_id": "first"}; {} heals), or
+                                        pluginFaults: {"unhealthy": [ids]}, {"unhealthy_once_allocated": [ids]},
+                                        {"wrong_id": "first"}; {} heals), or
                                         its DRA driver (dra.go draFaults: {"dra_wrong_device": "first"},
-                                        {"dra_taints": {DEVICE: {"key": K, "value": V, "effect": E}}})
+                                        {"dra_taints": {DEVICE: {"key": K, "value": V, "effect": E}}},
+                                        {"dra_health": {DEVICE: {"xid": N} or {"health": "Unknown"}}})
   simctl.py apiserver-flags [--add=FLAG ...]  restart kube-apiserver with extra flags (e.g.
                                         --add=--runtime-config=resource.k8s.io/v1=false); none: its own only
   simctl.py env                         print .sim/env.json (kubeconfig, URLs) for scripts
@@ -544,7 +546,7 @@ def main(argv: list) -> int:
     fault_parser.add_argument("node")
     fault_parser.add_argument("faults", help='JSON, e.g. {"unhealthy": ["GPU-..."]}, {"wrong_id": "first"}, '
                               '{"dra_wrong_device": "first"}, {"dra_taints": {"gpu-1": {"key": "gpu.nvidia.com/xid", '
-                              '"value": "79"}}}; {} heals')
+                              '"value": "79"}}}, {"dra_health": {"gpu-1": {"xid": 79}}}; {} heals')
     args = parser.parse_args(argv)
     sim = cluster.SimDir()
     if args.command == "up":

@@ -48,6 +48,7 @@ CHECKS = (
     ("queue_insufficient", "queue", "The scheduler refuses it for want of the resource (Insufficient, or cannot allocate all claims)."),
     ("ledger_full", "queue", "The node's ledger reads free 0, held by the hold pods, with the queue pod pending on it."),
     ("hold_not_preempted", "queue", "The hold pods are still Running while the queue pod waits."),
+    ("hold_devices_healthy", "queue", "The kubelet reports no device the hold pods were given Unhealthy."),
     ("hold_released", "release", "The hold pods are deleted."),
     ("queue_ran_on_node", "release", "The queue pod is then scheduled on the node and Succeeds."),
     ("queue_got_held_gpu", "release", "The queue pod saw a GPU the hold had."),

@@ -22,6 +22,7 @@ __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.device_health import add_queue_pod_health, judge_hold_health
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
     as_int,
@@ -211,10 +212,17 @@ def judge_walk(waits, manifests, plan, settings, hold_removal=None, phase=None, 
         elif name == "queue":
             scheduling, during, checks = judge_queue(steps["queue"], hold_names, plan, node, resource, settings["namespace"],
                                                      queue_name)
-            judged.update(queue_scheduling=scheduling, during=during)
+            # The hold's GPUs as the kubelet last reported them, from the hold's wait and the queue's (a GPU may fail
+            # while the queue pod waits).
+            device_health, health_check = judge_hold_health(
+                [judged["steps"].get("hold", {}).get("pods"), steps["queue"].get("pods")], hold_names)
+            checks.append(health_check)
+            judged.update(queue_scheduling=scheduling, during=during,
+                          hold_summary=dict(judged["hold_summary"], device_health=device_health))
         else:
             evidence, checks = judge_release(steps["release"], hold_names, judged["hold_summary"].get("unit_uuids") or [],
                                              node, queue_name)
+            evidence["device_health"] = add_queue_pod_health(checks, steps["release"], queue_name)
             judged["queue_evidence"] = evidence
         judged.update(checks=judged["checks"] + checks, phases=judged["phases"] + [name])
         stop = [check["detail"] for check in checks if not check["passed"]]

@@ -81,7 +81,8 @@ def _condition(pod, kind):
 
 
 def _container_state(status):
-    """One container status -> {name, state, reason, message, exit_code, ready, restart_count, started_at, finished_at}."""
+    """One container status -> {name, state, reason, message, exit_code, ready, restart_count, started_at, finished_at,
+    allocated_resources_status}."""
     state = status.get("state") or {}
     name, detail = "unknown", {}
     for candidate in ("running", "terminated", "waiting"):
@@ -99,6 +100,9 @@ def _container_state(status):
         "ready": bool(status.get("ready")),
         "restart_count": status.get("restartCount", 0),
         "image": status.get("image"),
+        # The kubelet's word on the devices the container was given (absent before Kubernetes 1.36 or with its
+        # ResourceHealthStatus gate off): [{name, resources: [{resourceID, health, message}]}].
+        "allocated_resources_status": status.get("allocatedResourcesStatus"),
     }
 
 

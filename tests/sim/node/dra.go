@@ -6,7 +6,7 @@ package main
 // after the node (one ResourceSlice, owned by the Node), and on NodePrepareResources writes one CDI spec per claim and
 // answers its CDI device IDs; NodeUnprepareResources removes the spec. Prepared claims survive a restart (a
 // checkpoint in the plugin's data folder), a repeated prepare returns what was prepared, and a device already
-// prepared for another claim is refused.
+// prepared for another claim is refused. It serves the devices' health to the kubelet (dra_health.go).
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	drahealth "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -46,6 +47,8 @@ type draFaults struct {
 	// Per device name, a taint the driver publishes on it, as NVIDIA's driver taints a device its health monitor
 	// finds failing (gpu.nvidia.com/xid=<XID>, gpu.nvidia.com/gpu-lost; effect NoSchedule unless said otherwise).
 	Taints map[string]draTaint `json:"dra_taints"`
+	// Per device name, the health the driver reports to the kubelet (dra_health.go); a device not named is Healthy.
+	Health map[string]draHealthFault `json:"dra_health"`
 }
 
 type draTaint struct {
@@ -61,6 +64,7 @@ type preparedClaim struct {
 }
 
 type draDriver struct {
+	drahealth.UnimplementedDRAResourceHealthServer
 	node       string
 	cdiRoot    string
 	checkpoint string

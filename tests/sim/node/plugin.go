@@ -50,6 +50,9 @@ type pluginDevice struct {
 // pluginFaults is a file tests write to make the plugin misbehave; read on every call and watched.
 type pluginFaults struct {
 	Unhealthy []string `json:"unhealthy"` // device IDs reported Unhealthy in ListAndWatch
+	// Device IDs that turn Unhealthy once the kubelet has allocated them to a container, as a GPU hit by an XID while
+	// its pod runs: reported in ListAndWatch at once, while the pod holds the device.
+	UnhealthyOnceAllocated []string `json:"unhealthy_once_allocated"`
 	// "first": every allocation's answer names the node's first device, whatever the kubelet allocated
 	// (a plugin bug: two pods told to use one GPU).
 	WrongID string `json:"wrong_id"`
@@ -62,6 +65,7 @@ type devicePlugin struct {
 	byID       map[string]pluginDevice
 	mu         sync.Mutex
 	changed    chan struct{}
+	allocated  map[string]bool // device IDs the kubelet has allocated since the plugin started
 }
 
 func runPlugin(args []string) error {
@@ -194,10 +198,16 @@ func (p *devicePlugin) watchFaults() {
 }
 
 func (p *devicePlugin) devices() []*pluginapi.Device {
+	faults := p.faults()
 	unhealthy := map[string]bool{}
-	for _, id := range p.faults().Unhealthy {
+	for _, id := range faults.Unhealthy {
 		unhealthy[id] = true
 	}
+	p.mu.Lock()
+	for _, id := range faults.UnhealthyOnceAllocated {
+		unhealthy[id] = unhealthy[id] || p.allocated[id]
+	}
+	p.mu.Unlock()
 	devices := make([]*pluginapi.Device, 0, len(p.config.Devices))
 	for _, device := range p.config.Devices {
 		health := pluginapi.Healthy
@@ -335,12 +345,31 @@ func (p *devicePlugin) Allocate(_ context.Context, request *pluginapi.AllocateRe
 				names = append(names, name)
 			}
 		}
+		p.noteAllocated(container.DevicesIds, faults.UnhealthyOnceAllocated)
 		answer := p.answer(names)
 		log.Printf("plugin: Allocate %v -> env %v mounts %d annotations %v cdi %d", container.DevicesIds, answer.Envs,
 			len(answer.Mounts), answer.Annotations, len(answer.CdiDevices))
 		response.ContainerResponses = append(response.ContainerResponses, answer)
 	}
 	return response, nil
+}
+
+// noteAllocated records the allocated devices; one the faults turn Unhealthy once allocated wakes ListAndWatch.
+func (p *devicePlugin) noteAllocated(ids, unhealthyOnceAllocated []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.allocated == nil {
+		p.allocated = map[string]bool{}
+	}
+	for _, id := range ids {
+		p.allocated[id] = true
+		if contains(unhealthyOnceAllocated, id) {
+			select {
+			case p.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // answer: the container's part of the Allocate response for the named devices, in each configured strategy.

@@ -67,7 +67,7 @@ _UTILS = "plugins/module_utils/"
 SOURCES = {
     "preflight": ("_gpu_demo/preflight.py", "_gpu_demo/judging.py", "_gpu_demo/dra.py", "_kubernetes/ledger.py",
                   "_kubernetes/dra_ledger.py", "_kubernetes/client.py", "_inference/health.py"),
-    "walk": ("_gpu_demo/walk.py", "_gpu_demo/dra.py", "_gpu_demo/report.py", "_gpu_demo/cleanup.py", "_gpu_demo/judging.py",
+    "walk": ("_gpu_demo/walk.py", "_gpu_demo/device_health.py", "_gpu_demo/dra.py", "_gpu_demo/report.py", "_gpu_demo/cleanup.py", "_gpu_demo/judging.py",
              "_kubernetes/pod_wait.py", "_tasks/pod_wait.py", "_kubernetes/unit_claims.py", "_kubernetes/lease.py",
              "_kubernetes/client.py"),
 }

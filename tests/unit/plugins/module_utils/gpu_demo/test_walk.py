@@ -39,7 +39,8 @@ def judge(waits, manifests=None, plan=None, settings=None, hold_removal=None):
 def walk():
     """The walk's waits as pod_wait returned them on the simulated cluster, every one met."""
     hold_pod = {"name": "gpu-demo-hold", "phase": "Running", "node_name": "prod102", "preemption_policy": "Never",
-                "exists": True, "log": log(UUID)}
+                "exists": True, "log": log(UUID), "containers": [{"name": "smi", "state": "running", "allocated_resources_status": [
+                    {"name": "nvidia.com/gpu", "resources": [{"resourceID": UUID, "health": "Healthy"}]}]}]}
     queue_pod = {"name": "gpu-demo-queue", "phase": "Pending", "node_name": None, "pod_ip": None, "exists": True}
     ledger = {"nodes": {"prod102": {"resources": {"nvidia.com/gpu": {
         "allocatable": 1, "requested": 1, "limits": 1, "free": 0,
@@ -72,11 +73,12 @@ def test_a_walk_that_followed_the_walkthrough_passes_every_check_with_the_walkth
         "ledger_full": (True, "ledger nvidia.com/gpu on prod102: allocatable 1, requested 1, free 0; the hold pods account for 1; "
                               "gpu-demo-queue is pending on the resource"),
         "hold_not_preempted": (True, "hold pods while the queue pod waits: gpu-demo-hold Running"),
+        "hold_devices_healthy": (True, "Healthy: {0} in pod gpu-demo-hold".format(UUID)),
         "hold_released": (True, "deleted gpu-demo-hold, gone"),
         "queue_ran_on_node": (True, "gpu-demo-queue: Succeeded on prod102 after 0.215 s"),
         "queue_got_held_gpu": (True, "the queue pod saw {0}; the hold had {0}".format(UUID)),
     }
-    assert [check["phase"] for check in judged["checks"]] == ["hold"] * 4 + ["queue"] * 4 + ["release"] * 3
+    assert [check["phase"] for check in judged["checks"]] == ["hold"] * 4 + ["queue"] * 5 + ["release"] * 3
     assert judged["during"]["free"] == 0 and judged["during"]["pending"][0]["name"] == "gpu-demo-queue"
     assert judged["hold_summary"]["unit_uuids"] == [UUID] and judged["queue_evidence"]["unit_uuids"] == [UUID]
     assert judged["queue_scheduling"]["message"] == SEED
@@ -257,3 +259,13 @@ def test_a_phase_a_failed_step_kept_from_running_is_judged_not_run():
     after = judge_walk({}, MANIFESTS, PLAN, SETTINGS, judged=judged)
     assert after["phases"] == ["hold", "queue"] and not details(after)["queue_pending"][0]
     assert "not run" in details(after)["queue_pending"][1]
+
+
+def test_a_hold_whose_gpu_turns_unhealthy_fails_the_queue_phase_naming_it_and_goes_no_further():
+    waits = walk()
+    waits["queue"]["pods"][0]["containers"] = [{"name": "smi", "allocated_resources_status": [
+        {"name": "nvidia.com/gpu", "resources": [{"resourceID": UUID, "health": "Unhealthy"}]}]}]
+    judged = judge(waits)
+    assert details(judged)["hold_devices_healthy"] == (False, "the kubelet reports Unhealthy: {0} in pod gpu-demo-hold".format(UUID))
+    assert judged["hold_summary"]["device_health"][0]["devices"][0]["health"] == "Unhealthy"
+    assert "queue_ran_on_node" not in details(judged)
