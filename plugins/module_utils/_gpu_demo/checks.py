@@ -32,6 +32,7 @@ CHECKS = (
     ("allocation_valid", "preflight", "The allocation path asked for is auto, device_plugin or dra."),
     ("node_ready", "preflight", "The node is Ready."),
     ("node_schedulable", "preflight", "The node is not cordoned."),
+    ("node_taints_tolerated", "preflight", "The demo pods tolerate every NoSchedule and NoExecute taint of the node."),
     ("resource_allocatable", "preflight", "The node has at least one allocatable unit of the resource."),
     ("node_not_busy", "preflight", "No other pod holds a unit of the resource on the node (unless a busy node is allowed)."),
     ("extended_resource_served", "preflight", "Through DRA with plain requests, the DeviceClass serves the resource the pods ask for."),
