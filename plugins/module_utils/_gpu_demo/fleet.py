@@ -58,6 +58,7 @@ TEXT = {
         "not_run_serial": "not run: one node at a time, the run stopped after {node} failed",
         "no_result": "no result: the node's play ended before the pre-flight (unreachable, or stopped outside the role)",
         "checked_reason": "check mode: read-only checks passed, nothing was created",
+        "no_gate_taint": "no startup taint to remove: the node did not carry {taint}:NoSchedule, so the gate had nothing to lift",
         "stopped_at": "Stopped at", "failed_checks": "Failed checks", "steps": "Steps", "step_ok": "ok",
         "step_failed": "failed", "step_skipped": "not reached", "filter": "Filter", "only_failures": "failures only",
         "sort_hint": "Failures first; click a column to sort.", "read_on_node": "on the node", "read_in_hold": "in the hold pods",
@@ -80,6 +81,7 @@ TEXT = {
         "not_run_serial": "未运行：逐个节点运行，{node} 未通过后停止",
         "no_result": "没有结果：这个节点的 play 在预检之前就结束了（连不上，或者在角色之外出错）",
         "checked_reason": "检查模式：只读检查通过，没有创建任何东西",
+        "no_gate_taint": "没有可移除的启动污点：节点上没有 {taint}:NoSchedule，门禁没有可解除的污点",
         "stopped_at": "停在", "failed_checks": "未通过的检查项", "steps": "步骤", "step_ok": "通过",
         "step_failed": "未通过", "step_skipped": "未进行", "filter": "筛选", "only_failures": "只看未通过",
         "sort_hint": "未通过的排在前面；点列名排序。", "read_on_node": "在节点上读取", "read_in_hold": "在占卡 Pod 里读取",
@@ -222,7 +224,7 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
            "units": None, "gpus": [], "window": None,
            "vllm": {"checked": False, "before": None, "after": None, "healthy_before": None, "healthy_after": None},
            "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "checks": [],
-           "steps": [], "timeline": None}
+           "steps": [], "timeline": None, "gate": None}
     if isinstance(result, dict) and result:
         failed = [check for check in result.get("checks") or [] if not check.get("passed")]
         error = result.get("failure") or {}
@@ -230,6 +232,9 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
         if passed:
             row["status"] = "checked" if result.get("check_mode") else "passed"
             row["reason"] = words["checked_reason"] if result.get("check_mode") else None
+            gate = result.get("gate") or None
+            if gate and not gate.get("present") and not result.get("check_mode"):
+                row["reason"] = words["no_gate_taint"].format(taint=gate.get("taint"))
         else:
             row["status"] = "failed"
             first = failed[0] if failed else None
@@ -256,7 +261,8 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
             # The failed ones only: the per-node report has every check.
             checks=[{"id": check.get("id"), "phase": check.get("phase"), "detail": check.get("detail"),
                      "url": check.get("url") or check_url(checks_url, check.get("id"))} for check in failed],
-            steps=_steps(result, row["phase"]), timeline=_lanes(result))
+            steps=_steps(result, row["phase"]), timeline=_lanes(result),
+            gate={"taint": result["gate"].get("taint"), "present": bool(result["gate"].get("present"))} if result.get("gate") else None)
         row["check_url"] = row["checks"][0]["url"] if row["checks"] else None
     elif isinstance(failure, dict) and failure:
         row.update(status="failed", phase=phase_of_task(failure.get("task")), task=failure.get("task"),
