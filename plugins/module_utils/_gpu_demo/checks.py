@@ -71,3 +71,11 @@ def check(check_id, passed, detail):
     if check_id not in PHASE_OF:
         raise UnknownCheck("check id {0!r} is not in plugins/module_utils/_gpu_demo/checks.py".format(check_id))
     return {"id": check_id, "phase": PHASE_OF[check_id], "passed": bool(passed), "detail": detail}
+
+
+def not_judged(check_id, cause):
+    """A check that merely follows from an earlier failure: neither passed nor failed (``passed`` None), its detail
+    naming the first cause, so that only that cause is reported as failed."""
+    if check_id not in PHASE_OF:
+        raise UnknownCheck("check id {0!r} is not in plugins/module_utils/_gpu_demo/checks.py".format(check_id))
+    return {"id": check_id, "phase": PHASE_OF[check_id], "passed": None, "detail": "not judged: {0}".format(cause)}

@@ -187,7 +187,7 @@ def _steps(result, failed_phase):
     steps = []
     for phase, duration_key in STORY:
         own = [check for check in checks if check.get("phase") == phase]
-        if phase == failed_phase or any(not check.get("passed") for check in own):
+        if phase == failed_phase or any(check.get("passed") is False for check in own):
             state = "failed"
         else:
             state = "ok" if own else "skipped"
@@ -226,7 +226,8 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
            "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "checks": [],
            "steps": [], "timeline": None, "gate": None}
     if isinstance(result, dict) and result:
-        failed = [check for check in result.get("checks") or [] if not check.get("passed")]
+        # A check not judged (passed None) follows from the failed one: it is no failure of its own.
+        failed = [check for check in result.get("checks") or [] if check.get("passed") is False]
         error = result.get("failure") or {}
         passed = bool(result.get("passed")) and not failed and not error
         if passed:

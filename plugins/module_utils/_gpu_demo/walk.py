@@ -20,7 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check, not_judged
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
@@ -85,7 +85,15 @@ def judge_hold(hold, hold_names, plan, node, resource):
                      "injects the device nodes their spec names, NVIDIA_VISIBLE_DEVICES is {1}); nvidia-smi -L is the evidence")
             checks[-1]["detail"] = words.format(joined(entry["dra"]["drivers"], "?"), joined(summary["visible_devices_modes"], "unset"))
         checks.append(judge_prepared_devices(summary, entry, hold_names))
+    if not met:
+        # Pods that never ran show no GPU: what they would have shown follows from the first cause, not judged.
+        cause = "hold_running failed first ({0})".format(checks[0]["detail"])
+        checks = [not_judged(item["id"], cause) if item["id"] in FOLLOW_THE_HOLD else item for item in checks]
     return summary, checks
+
+
+# The hold checks that read what running hold pods printed.
+FOLLOW_THE_HOLD = ("hold_one_gpu_per_unit", "hold_env_corroborates", "hold_devices_prepared")
 
 
 def _warnings(wait, names):

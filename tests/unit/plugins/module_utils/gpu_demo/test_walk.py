@@ -89,7 +89,11 @@ def test_a_hold_that_never_ran_stops_the_judgement_at_the_hold():
     judged = judge(result, hold_removal={})
     assert [check["phase"] for check in judged["checks"]] == ["hold"] * 4
     assert details(judged)["hold_running"] == (False, "pod gpu-demo-hold: ErrImagePull")
-    assert details(judged)["hold_one_gpu_per_unit"][0] is False
+    # Only the first cause fails: what running pods would have printed is not judged, and says why.
+    cause = "not judged: hold_running failed first (pod gpu-demo-hold: ErrImagePull)"
+    assert details(judged)["hold_one_gpu_per_unit"] == (None, cause)
+    assert details(judged)["hold_env_corroborates"] == (None, cause)
+    assert details(judged)["hold_never_preempts"] == (True, "hold pods have preemptionPolicy Never")
     assert judged["steps"]["queue"] == {"met": False, "error": "not run", "pods": []}
     assert judged["queue_scheduling"] == {} and judged["during"] == {} and judged["queue_evidence"] == {}
 
