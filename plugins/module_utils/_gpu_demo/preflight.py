@@ -181,6 +181,8 @@ def judge_node(ledger_result, vllm_result, settings):
     plan = {"units": free_for_demo, "replicas": replicas, "mode": settings["hold_mode"]}
     if dra:
         plan["dra_request"] = dra_request
+        if (resource.get("dra") or {}).get("evaluated") is False:
+            plan["selector_evaluated"] = False
 
     name_valid = bool(NODE_NAME.match(node_name))
     advertised = found and bool(resource)

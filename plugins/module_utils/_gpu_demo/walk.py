@@ -61,11 +61,15 @@ def judge_hold(hold, hold_names, plan, node, resource):
     # With MIG the units are MIG devices: the hand-over names them, not their parent GPUs.
     devices = unit_noun(summary["unit_kind"])
     checks_detail = hand_over_detail(summary, devices)
+    # Where the pre-flight could not evaluate the DeviceClass's selector, the hold asked for every device it may select.
+    unevaluated = "" if plan.get("selector_evaluated", True) else (
+        "; the selector of DeviceClass {0} could not be evaluated before the run: the hold asked for the {1} device(s) "
+        "it may select, and the scheduler may select fewer".format(resource, sum(units)))
     checks = [
         check("hold_running", met,
               "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
                   len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else
-              (reason(hold) or "") + _warnings(hold, hold_names)),
+              (reason(hold) or "") + _warnings(hold, hold_names) + unevaluated),
         check("hold_never_preempts", bool(pods) and all(policy == "Never" for policy in policies),
               "hold pods have preemptionPolicy {0}".format(joined(unique(policies), "unknown"))),
         check("hold_one_gpu_per_unit", summary["one_gpu_per_unit"],

@@ -422,6 +422,7 @@ class TestSelectorNotEvaluated:
             "up to 2 device(s) of DeviceClass h20.example.com on prod102 (0 allocated to other claims): the selector")
         assert "left to the scheduler" in found["resource_allocatable"]["detail"]
         assert judged["plan"]["units"] == 2 and judged["before"]["dra"]["evaluated"] is False
+        assert judged["plan"]["selector_evaluated"] is False
 
     def test_a_selector_whose_readable_terms_rule_every_device_out_names_no_device(self):
         other = copy.deepcopy(CUSTOM_CLASS)

@@ -231,3 +231,14 @@ def test_a_mig_hold_whose_variable_names_the_parent_gpu_is_not_corroborated():
     assert details(judged)["hold_env_corroborates"] == (
         False, "the device plugin passes UUIDs in NVIDIA_VISIBLE_DEVICES, but gpu-demo-hold is given {0} and nvidia-smi shows {1}".format(
             H100, MIG_0))
+
+
+def test_a_hold_of_a_class_whose_selector_was_not_evaluated_says_it_asked_for_every_device_it_may_select():
+    result = {"hold": {"met": False, "error": "pod gpu-demo-hold: Unschedulable: cannot allocate all claims",
+                       "pods": [{"name": "gpu-demo-hold", "phase": "Pending", "preemption_policy": "Never"}]}}
+    plan = dict(PLAN, units=2, selector_evaluated=False, dra_request="claim")
+    judged = judge(result, plan=plan, settings=dict(SETTINGS, resource="h20.example.com"), hold_removal={})
+    assert details(judged)["hold_running"] == (False, (
+        "pod gpu-demo-hold: Unschedulable: cannot allocate all claims; the selector of DeviceClass h20.example.com could "
+        "not be evaluated before the run: the hold asked for the 2 device(s) it may select, and the scheduler may select "
+        "fewer"))
