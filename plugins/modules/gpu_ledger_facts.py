@@ -121,7 +121,7 @@ notes:
     step, plus pod overhead. A container that sets only a limit requests that limit.
   - The user needs C(get)/C(list) on nodes and C(list) on pods in all namespaces (a node read lists the pods of all
     namespaces too, with a field selector); with O(dra), C(list) on resourceslices, deviceclasses and resourceclaims
-    (a node read lists the claims too: one allocated on the node and reserved for no pod still holds its devices).
+    (a node read lists the claims too, since one allocated on the node and reserved for no pod still holds its devices).
   - With the Python library C(msgspec) installed (it is in the collection's C(requirements.txt)), only the node and pod
     fields the ledger reads are decoded; on a fleet of 2,000 nodes and 20,000 pods this makes the read about three times
     faster and uses a fifth of the memory. Without it every field is decoded, with the same result.
@@ -309,7 +309,7 @@ ledger:
                   such as V(nvidia.com/gpu), or null) and C(devices).
                 - Each device has C(name) (V(gpu-0)), C(pool), C(uuid), C(product), C(type) (V(gpu) or V(mig)), C(memory)
                   in bytes, C(classes), C(maybe_classes) (the classes whose selector is not evaluated here and may select
-                  it: no readable term of the selector rules it out), C(taints) (the driver's, as V(gpu.nvidia.com/xid=79:NoSchedule)), C(tainted)
+                  it, because no readable term of the selector rules it out), C(taints) (the driver's, as V(gpu.nvidia.com/xid=79:NoSchedule)), C(tainted)
                   (a V(NoSchedule) or V(NoExecute) taint, so the scheduler does not allocate it to a claim that does not
                   tolerate it; such a device is counted in C(tainted), not in C(free)), C(allocated), and when allocated
                   C(claim) (namespace, name, uid,
