@@ -1,5 +1,5 @@
 """What the pre-flight says at the edges, on real kubelets and the real scheduler: DRA devices counted as the scheduler
-counts them (two pods sharing one claim hold one device), a DeviceClass whose selector the collection cannot evaluate
+counts them (two pods sharing one claim hold one device; a plain extended resource request served through DRA), a DeviceClass whose selector the collection cannot evaluate
 (never "0 devices"), a taint the demo pods do not tolerate (refused before any pod, naming it), and a gate on a node
 without the startup taint (passes, saying there was nothing to lift).
 
@@ -153,3 +153,24 @@ def test_a_gate_on_a_node_without_the_startup_taint_passes_saying_there_was_noth
     row = next(row for row in summary["rows"] if row["host"] == "prod102")
     assert row["status"] == "passed" and row["reason"].startswith("no startup taint to remove")
     assert "no startup taint to remove" in next(Path(reports).glob("gpu-demo-fleet-*.md")).read_text()
+
+
+def test_a_device_held_through_the_extended_resource_path_is_counted_with_the_schedulers_claim(sim, tmp_path):
+    sim.use_topology("dra-fleet")
+    # A workload written for a device plugin: plain nvidia.com/gpu, served through DRA (extendedResourceName).
+    pod = foreign_pod("plain", "unused")
+    del pod["spec"]["resourceClaims"]
+    pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1}}
+    apply(sim, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": FOREIGN}}, pod)
+    try:
+        sim.kubectl("wait", "pod/plain", "-n", FOREIGN, "--for=condition=Ready", "--timeout=90s")
+        claims = kubectl_json(sim, "resourceclaims", "-n", FOREIGN)
+        assert [item["metadata"]["name"].startswith("plain-extended-resources-") for item in claims] == [True], claims
+        refused = run_demo(sim, tmp_path)
+        assert refused.rc != 0, refused.output[-3000:]
+        busy = refused.check("node_not_busy")["detail"]
+        assert busy.startswith("1 device held by team-a/plain (claim team-a/{0}, made by the scheduler for an extended "
+                               "resource request); refusing a busy node".format(claims[0]["metadata"]["name"])), busy
+        assert refused.result["plan"]["units"] == 1
+    finally:
+        sim.kubectl("delete", "namespace", FOREIGN, "--wait=true", "--timeout=90s")
