@@ -1,7 +1,8 @@
 """What the pre-flight says at the edges, on real kubelets and the real scheduler: DRA devices counted as the scheduler
-counts them (two pods sharing one claim hold one device; a plain extended resource request served through DRA), a DeviceClass whose selector the collection cannot evaluate
-(never "0 devices"), a taint the demo pods do not tolerate (refused before any pod, naming it), and a gate on a node
-without the startup taint (passes, saying there was nothing to lift).
+counts them (two pods sharing one claim hold one device; a plain extended resource request served through DRA holds
+its device through the scheduler's claim), a DeviceClass whose selector the collection cannot evaluate (never
+"0 devices"), a taint the demo pods do not tolerate (refused before any pod, naming it), and a gate on a node without
+the startup taint (passes, saying there was nothing to lift).
 
 Each test switches to the topology it needs first: any worker may run any of them.
 """
