@@ -192,8 +192,8 @@ def build_node_dra(node, slices, claims, device_classes):
     """The DRA ledger of one node: ``{"drivers": {driver: {...}}}``, or None when no slice names the node.
 
     Per driver: its pools, every device (name, pool, uuid, product, type, memory in bytes, the classes it belongs
-    to and those whose selector could not be evaluated here that may select it, its taints, and when allocated the claim, the request and the pods holding it), and the counts total /
-    allocated / tainted / free (a device with a NoSchedule or NoExecute taint is not free),
+    to and those whose selector could not be evaluated here that may select it, its taints, and when allocated the
+    claim, the request and the pods holding it), and the counts total / allocated / tainted / free (a device with a NoSchedule or NoExecute taint is not free),
     also per DeviceClass (with the extended resource the class serves, its ``extendedResourceName``, or None).
     ``claims`` may hold claims of other nodes: only results naming this node's devices count.
     """

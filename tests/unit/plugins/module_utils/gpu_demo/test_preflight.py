@@ -277,8 +277,9 @@ def tainted(*taints, **state):
 class TestTaints:
     """The node's taints against the demo pods' tolerations, before anything is created."""
 
-    def judged(self, built, tolerations=DEFAULT_TOLERATIONS):
-        return checks(judge_node(built, HEALTHY, dict(SETTINGS, tolerations=tolerations)))
+    def judged(self, built, tolerations=None):
+        settings = dict(SETTINGS, tolerations=DEFAULT_TOLERATIONS if tolerations is None else tolerations)
+        return checks(judge_node(built, HEALTHY, settings))
 
     def test_a_foreign_taint_is_refused_naming_it_and_the_variable(self):
         found = self.judged(tainted(("team.example.com/reserved", "ml", "NoSchedule"), ("nvidia.com/gpu", "present", "NoSchedule")))
@@ -293,8 +294,8 @@ class TestTaints:
 
     def test_the_toleration_given_passes_naming_what_is_tolerated(self):
         built = tainted(("team.example.com/reserved", "ml", "NoSchedule"))
-        found = self.judged(built, DEFAULT_TOLERATIONS + [{"key": "team.example.com/reserved", "operator": "Equal",
-                                                            "value": "ml", "effect": "NoSchedule"}])
+        toleration = {"key": "team.example.com/reserved", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+        found = self.judged(built, DEFAULT_TOLERATIONS + [toleration])
         assert found["node_taints_tolerated"] == {
             "id": "node_taints_tolerated", "phase": "preflight", "passed": True,
             "detail": "the demo pods tolerate every NoSchedule and NoExecute taint of node prod102: "

@@ -256,7 +256,6 @@ class DRAReader:
         return self.classes
 
 
-
 def forbidden(read):
     """The error CoreV1Reader raises when the credentials may not make ``read`` (as client.explain_api_errors words it)."""
     return K8sApiError('forbidden (403) to {0} on the Kubernetes API at https://127.0.0.1:16443: resourceslices.resource.k8s.io '
