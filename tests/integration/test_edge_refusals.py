@@ -94,6 +94,7 @@ def test_a_device_class_whose_selector_is_not_evaluated_is_walked_and_never_repo
         found = run.check("node_found")["detail"]
         assert "may select" in found and "could not be evaluated here" in found and "left to the scheduler" in found
         assert run.check("resource_allocatable")["detail"].startswith("up to 1 device(s) of DeviceClass h20.example.com")
+        assert "publish 1 device(s) that DeviceClass `h20.example.com` may select" in run.markdown.read_text()
         everything = run.output + run.markdown.read_text() + json.dumps(run.result)
         assert "0 device(s)" not in everything and "0 devices" not in everything
         # The hold's own outcome judged the node: the scheduler allocated the class's device to the hold's claim.
