@@ -172,7 +172,16 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
               "hold pods while the queue pod waits: {0}".format(
                   joined(["{0} {1}".format(item.get("name"), item.get("phase")) for item in holds], "none found"))),
     ]
+    if pod.get("node_name") and not checks[0]["passed"]:
+        # A queue pod the scheduler placed has no refusal to read, and the ledger then has room by definition: both
+        # follow from the first cause.
+        cause = "queue_pending failed first ({0})".format(checks[0]["detail"])
+        checks = [not_judged(item["id"], cause) if item["id"] in FOLLOW_THE_QUEUE else item for item in checks]
     return scheduling, during, checks
+
+
+# The queue checks that only hold while the queue pod is refused.
+FOLLOW_THE_QUEUE = ("queue_insufficient", "ledger_full")
 
 
 def judge_release(release, hold_names, held_uuids, node, queue_name):

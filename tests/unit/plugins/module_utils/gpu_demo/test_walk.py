@@ -107,7 +107,10 @@ def test_a_queue_pod_that_was_scheduled_fails_the_queue_and_names_where_it_went(
     checks = details(judged)
     assert checks["queue_pending"] == (False, "gpu-demo-queue: Running, node prod102, IP 10.244.0.9: pod gpu-demo-queue will not "
                                               "become unschedulable: it was scheduled")
-    assert checks["queue_insufficient"] == (False, "FailedScheduling: no FailedScheduling event")
+    cause = ("not judged: queue_pending failed first (gpu-demo-queue: Running, node prod102, IP 10.244.0.9: pod "
+             "gpu-demo-queue will not become unschedulable: it was scheduled)")
+    assert checks["queue_insufficient"] == (None, cause) and checks["ledger_full"] == (None, cause)
+    assert checks["hold_not_preempted"][0] is True
     assert "queue_ran_on_node" not in checks and judged["queue_evidence"] == {}
 
 
