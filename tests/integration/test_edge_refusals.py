@@ -2,7 +2,8 @@
 counts them (two pods sharing one claim hold one device; a plain extended resource request served through DRA holds
 its device through the scheduler's claim), a DeviceClass whose selector the collection cannot evaluate (never
 "0 devices"), a taint the demo pods do not tolerate (refused before any pod, naming it), and a gate on a node without
-the startup taint (passes, saying there was nothing to lift).
+the startup taint (passes, saying there was nothing to lift); a hold that never ran fails once, and what follows
+from it is not judged.
 
 Each test switches to the topology it needs first: any worker may run any of them.
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from safety_helpers import MANAGED, PodRecorder
 from test_dra import dra_state, kubectl_json, leftovers, run_demo
 from test_node_verdict import CONDITION, LABEL, conditions, node, taints
 
@@ -110,19 +112,21 @@ def test_a_taint_the_demo_pods_do_not_tolerate_is_refused_before_any_pod_and_wal
     spec = "{key}={value}:{effect}".format(**TAINT)
     sim.kubectl("taint", "node", "prod102", spec)
     try:
-        events_before = sim.kubectl("get", "events", "-n", "gpu-operator", "-o", "name").stdout.split()
-        refused = run_demo(sim, tmp_path / "refused")
+        recorder = PodRecorder(sim.kubeconfig, MANAGED)
+        try:
+            refused = run_demo(sim, tmp_path / "refused")
+        finally:
+            created = recorder.stop()
         assert refused.rc != 0, refused.output[-3000:]
         taint = refused.check("node_taints_tolerated")
         assert taint["passed"] is False
         assert "key team.example.com/reserved, value ml, effect NoSchedule" in taint["detail"]
         assert "add a toleration to gpu_demo_tolerations" in taint["detail"]
         assert "Refusing node prod102" in refused.output and "team.example.com/reserved" in refused.output
-        # Before the first pod: only pre-flight checks, nothing was planned into the cluster, no event of a demo pod.
+        # Before the first pod: only pre-flight checks, and no pod of the collection was ever created.
         assert {check["phase"] for check in refused.result["checks"]} == {"preflight"}
         assert refused.result["failed_checks"] == ["node_taints_tolerated"]
-        events = sim.kubectl("get", "events", "-n", "gpu-operator", "-o", "name").stdout.split()
-        assert [name for name in events if name not in events_before and "gpu-demo" in name] == []
+        assert created == [], created
 
         tolerated = run_demo(sim, tmp_path / "tolerated", gpu_demo_tolerations=DEFAULT_TOLERATIONS + [
             dict(TAINT, operator="Equal")])
@@ -176,3 +180,19 @@ def test_a_device_held_through_the_extended_resource_path_is_counted_with_the_sc
         assert refused.result["plan"]["units"] == 1
     finally:
         sim.kubectl("delete", "namespace", FOREIGN, "--wait=true", "--timeout=90s")
+
+
+def test_a_hold_that_never_ran_fails_once_and_what_follows_is_not_judged(sim, tmp_path):
+    sim.use_topology("default")
+    run = run_demo(sim, tmp_path, gpu_demo_image="registry.local/gpuops/smi:does-not-exist")
+    assert run.rc != 0, run.output[-3000:]
+    # One cause, reported once: the pods never ran, so what they would have printed is not judged.
+    assert run.result["failed_checks"] == ["hold_running"], run.result["failed_checks"]
+    first = run.check("hold_running")["detail"]
+    assert "registry.local/gpuops/smi:does-not-exist" in first
+    for follows in ("hold_one_gpu_per_unit", "hold_env_corroborates"):
+        assert run.check(follows) == {"id": follows, "phase": "hold", "passed": None,
+                                      "detail": f"not judged: hold_running failed first ({first})"}
+    assert "| hold_one_gpu_per_unit | not judged |" in run.markdown.read_text()
+    assert "0 device(s)" not in run.output
+    assert leftovers(sim) == []
