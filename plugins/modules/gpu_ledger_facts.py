@@ -120,8 +120,8 @@ notes:
     over app containers and sidecar (restartable) init containers, at least the largest init container
     step, plus pod overhead. A container that sets only a limit requests that limit.
   - The user needs C(get)/C(list) on nodes and C(list) on pods in all namespaces (a node read lists the pods of all
-    namespaces too, with a field selector); with O(dra), C(list) on resourceslices and deviceclasses, and C(list)
-    (fleet) or C(get) (node read) on resourceclaims.
+    namespaces too, with a field selector); with O(dra), C(list) on resourceslices, deviceclasses and resourceclaims
+    (a node read lists the claims too, since one allocated on the node and reserved for no pod still holds its devices).
   - With the Python library C(msgspec) installed (it is in the collection's C(requirements.txt)), only the node and pod
     fields the ledger reads are decoded; on a fleet of 2,000 nodes and 20,000 pods this makes the read about three times
     faster and uses a fifth of the memory. Without it every field is decoded, with the same result.
@@ -303,16 +303,19 @@ ledger:
               description:
                 - Per driver (V(gpu.nvidia.com) for NVIDIA's DRA driver) - C(pools), C(total), C(allocated), C(tainted)
                   and C(free) devices, C(classes) (per DeviceClass whose selectors match its devices, the same counts and
-                  C(evaluated), V(false) for a class whose CEL selector this module does not evaluate, and
+                  C(evaluated); for a class whose CEL selector this module does not evaluate, C(evaluated) V(false), the
+                  counts null (not established here) and C(candidates), how many devices it may select; and
                   C(extended_resource_name), the extended resource the class serves through its C(extendedResourceName),
                   such as V(nvidia.com/gpu), or null) and C(devices).
                 - Each device has C(name) (V(gpu-0)), C(pool), C(uuid), C(product), C(type) (V(gpu) or V(mig)), C(memory)
-                  in bytes, C(classes), C(taints) (the driver's, as V(gpu.nvidia.com/xid=79:NoSchedule)), C(tainted)
+                  in bytes, C(classes), C(maybe_classes) (the classes whose selector is not evaluated here and may select
+                  it, because no readable term of the selector rules it out), C(taints) (the driver's, as V(gpu.nvidia.com/xid=79:NoSchedule)), C(tainted)
                   (a V(NoSchedule) or V(NoExecute) taint, so the scheduler does not allocate it to a claim that does not
                   tolerate it; such a device is counted in C(tainted), not in C(free)), C(allocated), and when allocated
                   C(claim) (namespace, name, uid,
                   C(extended_resource) for a claim the scheduler made for a plain extended resource request),
-                  C(request) and C(holders) (the pods the claim is reserved for).
+                  C(request) and C(holders) (the pods the claim is reserved for; several pods sharing one claim share its
+                  devices, and a claim reserved for none still holds them). An admin-access allocation holds no device.
               returned: success
               type: dict
               sample: {"gpu.nvidia.com": {"pools": ["prod102"], "total": 1, "allocated": 0, "free": 1, "classes": {}, "devices": []}}

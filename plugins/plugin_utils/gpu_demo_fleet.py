@@ -53,6 +53,7 @@ TEXT = {
         "not_run_serial": "not run: one node at a time, the run stopped after {node} failed",
         "no_result": "no result: the node's play ended before the pre-flight (unreachable, or stopped outside the role)",
         "checked_reason": "check mode: read-only checks passed, nothing was created",
+        "no_gate_taint": "no startup taint to remove: the node did not carry {taint}:NoSchedule, so the gate had nothing to lift",
         "stopped_at": "Stopped at", "failed_checks": "Failed checks", "steps": "Steps", "step_ok": "ok",
         "step_failed": "failed", "step_skipped": "not reached", "filter": "Filter", "only_failures": "failures only",
         "sort_hint": "Failures first; click a column to sort.", "read_on_node": "on the node", "read_in_hold": "in the hold pods",
@@ -76,6 +77,7 @@ TEXT = {
         "not_run_serial": "未运行：逐个节点运行，{node} 未通过后停止",
         "no_result": "没有结果：这个节点的 play 在预检之前就结束了（连不上，或者在角色之外出错）",
         "checked_reason": "检查模式：只读检查通过，没有创建任何东西",
+        "no_gate_taint": "没有可移除的启动污点：节点上没有 {taint}:NoSchedule，门禁没有可解除的污点",
         "stopped_at": "停在", "failed_checks": "未通过的检查项", "steps": "步骤", "step_ok": "通过",
         "step_failed": "未通过", "step_skipped": "未进行", "filter": "筛选", "only_failures": "只看未通过",
         "sort_hint": "未通过的排在前面；点列名排序。", "read_on_node": "在节点上读取", "read_in_hold": "在占卡 Pod 里读取",
@@ -105,6 +107,8 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
     row = result_row(host, result, failure, report_dir=report_dir, checks_url=checks_url)
     if row["status"] == "checked":
         row["reason"] = _text(lang)["checked_reason"]
+    elif row["status"] == "passed" and row["gate"] and not row["gate"]["present"]:
+        row["reason"] = _text(lang)["no_gate_taint"].format(taint=row["gate"]["taint"])
     elif row["status"] == "not_run":
         row["reason"] = not_run_reason or _text(lang)["no_result"]
     return row

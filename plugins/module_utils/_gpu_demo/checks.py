@@ -32,6 +32,7 @@ CHECKS = (
     ("allocation_valid", "preflight", "The allocation path asked for is auto, device_plugin or dra."),
     ("node_ready", "preflight", "The node is Ready."),
     ("node_schedulable", "preflight", "The node is not cordoned."),
+    ("node_taints_tolerated", "preflight", "The demo pods tolerate every NoSchedule and NoExecute taint of the node."),
     ("resource_allocatable", "preflight", "The node has at least one allocatable unit of the resource."),
     ("node_not_busy", "preflight", "No other pod holds a unit of the resource on the node (unless a busy node is allowed)."),
     ("extended_resource_served", "preflight", "Through DRA with plain requests, the DeviceClass serves the resource the pods ask for."),
@@ -71,3 +72,11 @@ def check(check_id, passed, detail):
     if check_id not in PHASE_OF:
         raise UnknownCheck("check id {0!r} is not in plugins/module_utils/_gpu_demo/checks.py".format(check_id))
     return {"id": check_id, "phase": PHASE_OF[check_id], "passed": bool(passed), "detail": detail}
+
+
+def not_judged(check_id, cause):
+    """A check that merely follows from an earlier failure: neither passed nor failed (``passed`` None), its detail
+    naming the first cause, so that only that cause is reported as failed."""
+    if check_id not in PHASE_OF:
+        raise UnknownCheck("check id {0!r} is not in plugins/module_utils/_gpu_demo/checks.py".format(check_id))
+    return {"id": check_id, "phase": PHASE_OF[check_id], "passed": None, "detail": "not judged: {0}".format(cause)}

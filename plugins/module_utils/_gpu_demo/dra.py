@@ -29,9 +29,16 @@ DRA_REQUESTS = ("auto", "claim", "extended_resource")
 
 def class_entry(node_entry, device_class):
     """The ledger entry of ``device_class`` on a node (gpu_ledger_facts' ``nodes.<node>``) in the shape of a device
-    plugin resource, or {} when no driver of the node has devices in that class."""
+    plugin resource, or {} when no driver of the node has devices in that class.
+
+    Counted as the scheduler counts: per device. ``claims`` lists each claim that holds devices of the class once, with
+    every pod it is reserved for (several pods may share a claim; an allocated claim reserved for none still holds its
+    devices), and ``holders`` each pod with the devices of its claims. Where the class's selector cannot be evaluated
+    here (``dra.evaluated`` false), the devices are those the class may select: the scheduler decides which it does.
+    """
     drivers = ((node_entry or {}).get("dra") or {}).get("drivers") or {}
     devices, pools, names, extended = [], [], [], []
+    evaluated = True
     for driver, entry in sorted(drivers.items()):
         if device_class not in (entry.get("classes") or {}):
             continue
@@ -39,22 +46,32 @@ def class_entry(node_entry, device_class):
         served = entry["classes"][device_class].get("extended_resource_name")
         if served and served not in extended:
             extended.append(served)
+        if entry["classes"][device_class].get("evaluated") is False:
+            evaluated = False
         pools.extend(pool for pool in entry.get("pools") or [] if pool not in pools)
         devices.extend(dict(device, driver=driver) for device in entry.get("devices") or []
-                       if device_class in (device.get("classes") or []))
+                       if device_class in (device.get("classes") or []) + (device.get("maybe_classes") or []))
     if not names:
         return {}
-    holders = {}
+    holders, claims = {}, {}
     for device in devices:
+        if not device.get("allocated"):
+            continue
+        identity = device.get("claim") or {}
+        claim = claims.setdefault((identity.get("namespace"), identity.get("name")), {
+            "namespace": identity.get("namespace"), "name": identity.get("name"),
+            "extended_resource": bool(identity.get("extended_resource")), "devices": [],
+            "pods": [{"namespace": pod.get("namespace"), "name": pod.get("name"), "uid": pod.get("uid")}
+                     for pod in device.get("holders") or []]})
+        claim["devices"].append(device["name"])
         for pod in device.get("holders") or []:
             key = (pod.get("namespace"), pod.get("name"))
             holder = holders.setdefault(key, {"namespace": pod.get("namespace"), "name": pod.get("name"), "uid": pod.get("uid"),
                                               "units": 0, "claims": [], "devices": []})
             holder["units"] += 1
             holder["devices"].append(device["name"])
-            claim = (device.get("claim") or {}).get("name")
-            if claim and claim not in holder["claims"]:
-                holder["claims"].append(claim)
+            if identity.get("name") and identity["name"] not in holder["claims"]:
+                holder["claims"].append(identity["name"])
     allocated = sum(1 for device in devices if device.get("allocated"))
     # A tainted device (NoSchedule, NoExecute) is not handed out, as a device plugin's unhealthy device is not
     # allocatable; one already allocated stays its claim's.
@@ -63,9 +80,28 @@ def class_entry(node_entry, device_class):
         "capacity": len(devices), "allocatable": allocatable, "requested": allocated, "limits": allocated,
         "free": allocatable - allocated,
         "holders": sorted(holders.values(), key=lambda holder: (holder["namespace"] or "", holder["name"] or "")),
+        "claims": sorted(claims.values(), key=lambda claim: (claim["namespace"] or "", claim["name"] or "")),
         "dra": {"device_class": device_class, "drivers": names, "pools": pools, "devices": devices,
-                "extended_resource_name": extended[0] if extended else None},
+                "extended_resource_name": extended[0] if extended else None, "evaluated": evaluated},
     }
+
+
+def devices_held(claims, ours):
+    """How many devices ``claims`` (class_entry's) hold for others than the pods ``ours`` accepts (this run's leftovers,
+    which the run deletes first), and one phrase per claim: "1 device held by ns/a, ns/b (claim ns/c)"."""
+    held, phrases = 0, []
+    for claim in claims or []:
+        pods = claim.get("pods") or []
+        if pods and all(ours(pod) for pod in pods):
+            continue
+        count = len(claim.get("devices") or [])
+        held += count
+        who = ", ".join("{0}/{1}".format(pod.get("namespace"), pod.get("name")) for pod in pods) or (
+            "no pod (allocated, reserved for none: the scheduler keeps its device(s) until the claim is deallocated)")
+        phrases.append("{0} device{1} held by {2} (claim {3}/{4}{5})".format(
+            count, "" if count == 1 else "s", who, claim.get("namespace"), claim.get("name"),
+            ", made by the scheduler for an extended resource request" if claim.get("extended_resource") else ""))
+    return held, phrases
 
 
 def choose_dra_request(wanted, entry, resource):

@@ -23,7 +23,7 @@ import re
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import (
-    ALLOCATIONS, choose_dra_request, extended_resource_check)
+    ALLOCATIONS, choose_dra_request, devices_held, extended_resource_check)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
     joined, k8s_objects, pod_ids, reason, resource_entry, unique)
 
@@ -134,6 +134,12 @@ def judge_node(ledger_result, vllm_result, settings):
     others = [pod for pod in holders if pod not in leftovers]
     allocatable = int(resource.get("allocatable") or 0)
     held_by_others = sum(int(pod.get("units") or 0) for pod in others)
+    held_phrases = None
+    if dra and "claims" in resource:
+        # Through DRA the scheduler counts devices: a claim shared by several pods holds its devices once, and an
+        # allocated claim reserved for no pod holds them too.
+        held_by_others, held_phrases = devices_held(resource["claims"], lambda pod: pod.get("namespace") == settings[
+            "namespace"] and bool(ours.match(pod.get("name") or "")))
     free_for_demo = max(allocatable - held_by_others, 0)
     labels = node.get("labels") or {}
     replicas = int(labels.get(REPLICAS_LABEL, 1)) if resource_name.startswith("nvidia.com/gpu") and not dra else 1
@@ -175,6 +181,8 @@ def judge_node(ledger_result, vllm_result, settings):
     plan = {"units": free_for_demo, "replicas": replicas, "mode": settings["hold_mode"]}
     if dra:
         plan["dra_request"] = dra_request
+        if (resource.get("dra") or {}).get("evaluated") is False:
+            plan["selector_evaluated"] = False
 
     name_valid = bool(NODE_NAME.match(node_name))
     advertised = found and bool(resource)
@@ -214,14 +222,16 @@ def judge_node(ledger_result, vllm_result, settings):
     # A node that cannot be read gets one clear reason, not every check failing after it.
     if advertised:
         ready, cordoned = bool(node.get("ready", False)), bool(node.get("unschedulable", False))
+        units = "device(s)" if held_phrases is not None else "unit(s)"
         if held_by_others == 0:
             busy = "no other pod holds " + resource_name
         else:
-            busy = "{0} unit(s) held by {1}".format(held_by_others, ", ".join(pod_ids(others))) + (
-                "; allowed by gpu_demo_allow_busy_node, the hold takes the {0} free unit(s)".format(free_for_demo)
+            busy = ("; ".join(held_phrases) if held_phrases is not None else "{0} unit(s) held by {1}".format(
+                held_by_others, ", ".join(pod_ids(others)))) + (
+                "; allowed by gpu_demo_allow_busy_node, the hold takes the {0} free {1}".format(free_for_demo, units)
                 if allow_busy else "; refusing a busy node (gpu_demo_allow_busy_node=false): wait for them to end, or set "
-                "gpu_demo_allow_busy_node=true to hold only the free units (kubectl get pods -A --field-selector "
-                "spec.nodeName={0})".format(node_name))
+                "gpu_demo_allow_busy_node=true to hold only the free {0} (kubectl get pods -A --field-selector "
+                "spec.nodeName={1})".format(units.replace("(s)", "s"), node_name))
         allocatable_text = allocatable_detail(node_name, resource_name, resource.get("capacity", 0), allocatable, labels,
                                               operator_namespace)
         if dra:
@@ -235,6 +245,10 @@ def judge_node(ledger_result, vllm_result, settings):
                   "node {0} is {1}".format(node_name, (
                       "cordoned (spec.unschedulable): the scheduler places no new pod there. Uncordon it when it may take "
                       "work (kubectl uncordon {0})").format(node_name) if cordoned else "schedulable")),
+        ]
+        if settings.get("tolerations") is not None:
+            checks.append(taints_check(node_name, node.get("taints") or [], settings["tolerations"], ready, cordoned))
+        checks += [
             check("resource_allocatable", allocatable > 0, allocatable_text),
             check("node_not_busy", held_by_others == 0 or allow_busy, busy),
         ]
@@ -242,11 +256,12 @@ def judge_node(ledger_result, vllm_result, settings):
             checks.append(extended_resource_check(resource, resource_name, settings.get("extended_resource") or "nvidia.com/gpu",
                                                   settings.get("dra_request", "claim")))
     if allow_busy:
+        unit = "device" if held_phrases is not None else "unit"
         checks.append(check("free_units", free_for_demo > 0,
-                            "{0} free unit(s) of {1} to hold{2}".format(
-                                free_for_demo, resource_name, "" if free_for_demo > 0 else
-                                ": other pods hold every unit; run again when one ends (kubectl get pods -A --field-selector "
-                                "spec.nodeName={0})".format(node_name))))
+                            "{0} free {1}(s) of {2} to hold{3}".format(
+                                free_for_demo, unit, resource_name, "" if free_for_demo > 0 else
+                                ": other pods hold every {0}; run again when one ends (kubectl get pods -A --field-selector "
+                                "spec.nodeName={1})".format(unit, node_name))))
     return {"before": before, "plan": plan, "checks": checks}
 
 
@@ -254,6 +269,10 @@ def _dra_allocatable_detail(node_name, device_class, entry, held_by_others):
     """The allocatable devices of the class, and the tainted ones the scheduler does not hand out, with their taints."""
     text = "{0} device(s) of DeviceClass {1} on {2} ({3} allocated to other claims)".format(
         entry.get("allocatable", 0), device_class, node_name, held_by_others)
+    if (entry.get("dra") or {}).get("evaluated") is False:
+        # Not established here: how many of the node's devices the class selects is the scheduler's to say.
+        text = ("up to {0} device(s) of DeviceClass {1} on {2} ({3} allocated to other claims): {4}").format(
+            entry.get("allocatable", 0), device_class, node_name, held_by_others, NOT_EVALUATED.format(device_class))
     tainted = [device for device in (entry.get("dra") or {}).get("devices") or []
                if device.get("tainted") and not device.get("allocated")]
     if tainted:
@@ -282,9 +301,79 @@ def _dra_found_detail(node_name, device_class, entry, ledger, node):
         return "node {0} publishes no device of DeviceClass {1} in its ResourceSlices ({2})".format(
             node_name, device_class, "drivers: " + ", ".join(drivers) if drivers else "no ResourceSlice names it")
     info = entry["dra"]
+    if info.get("evaluated") is False:
+        return ("node {0} publishes {1} device(s) through DRA that DeviceClass {2} may select (driver {3}, pool {4}): {5}; "
+                "{6}").format(node_name, entry["capacity"], device_class, joined(info["drivers"], "?"),
+                              joined(info["pools"], "?"),
+                              joined(["{0} {1}".format(device["name"], device.get("uuid")) for device in info["devices"]], "none"),
+                              NOT_EVALUATED.format(device_class))
     return "node {0} publishes {1} device(s) of DeviceClass {2} through DRA (driver {3}, pool {4}): {5}".format(
         node_name, entry["capacity"], device_class, joined(info["drivers"], "?"), joined(info["pools"], "?"),
         joined(["{0} {1}".format(device["name"], device.get("uuid")) for device in info["devices"]], "none"))
+
+
+NOT_EVALUATED = ("the selector of DeviceClass {0} could not be evaluated here (CEL beyond the driver and attribute "
+                 "equalities this collection reads), so which of these devices it selects is left to the scheduler: the hold "
+                 "asks for each of them, and its outcome judges the node")
+
+# Taint effects the scheduler's TaintToleration filter honours: PreferNoSchedule only scores.
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+# Taints that the node_ready and node_schedulable checks already name the cause of.
+_FOLLOWS_NOT_READY = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+_FOLLOWS_CORDON = ("node.kubernetes.io/unschedulable",)
+
+
+def tolerates(toleration, taint):
+    """Whether a pod's toleration tolerates a node's taint, as Kubernetes decides (core/v1 Toleration.ToleratesTaint):
+    an empty effect matches every effect, an empty key (operator Exists) every key, operator Exists any value, Equal
+    (or none) the same value."""
+    toleration = toleration or {}
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration["key"] != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return False
+
+
+def untolerated_taints(taints, tolerations):
+    """The node's NoSchedule and NoExecute taints that none of ``tolerations`` tolerates, in the node's order."""
+    return [taint for taint in taints or [] if taint.get("effect") in BLOCKING_EFFECTS
+            and not any(tolerates(toleration, taint) for toleration in tolerations or [])]
+
+
+def _taint_text(taint):
+    return "{0}{1}:{2}".format(taint.get("key"), "=" + taint["value"] if taint.get("value") else "", taint.get("effect"))
+
+
+def taints_check(node_name, taints, tolerations, ready=True, cordoned=False):
+    """The pre-flight's check of the node's taints against the demo pods' tolerations (gpu_demo_tolerations and, in gate
+    mode, the startup taint's): each taint they do not tolerate is named, with the toleration that would."""
+    follows = (_FOLLOWS_NOT_READY if not ready else ()) + (_FOLLOWS_CORDON if cordoned else ())
+    blocking = [taint for taint in untolerated_taints(taints, tolerations) if taint.get("key") not in follows]
+    if not blocking:
+        tolerated = [_taint_text(taint) for taint in taints or [] if taint.get("effect") in BLOCKING_EFFECTS]
+        return check("node_taints_tolerated", True,
+                     "the demo pods tolerate every NoSchedule and NoExecute taint of node {0}{1}".format(
+                         node_name, ": " + ", ".join(tolerated) if tolerated else " (it has none)"))
+    return check("node_taints_tolerated", False, (
+        "node {0} has {1} taint(s) the demo pods do not tolerate, so the scheduler would place none of them there: {2}. "
+        "If the demo may run beside what the taint keeps away, add a toleration to gpu_demo_tolerations (for example "
+        "{3}); otherwise remove the taint when the node may take work (kubectl taint node {0} {4}-)").format(
+        node_name, len(blocking),
+        "; ".join("key {0}, value {1}, effect {2}".format(taint.get("key"), taint.get("value") or "(none)", taint.get("effect"))
+                  for taint in blocking),
+        ", ".join(_example_toleration(taint) for taint in blocking), _taint_text(blocking[0])))
+
+
+def _example_toleration(taint):
+    if taint.get("value"):
+        return "{{key: {0}, operator: Equal, value: {1}, effect: {2}}}".format(taint.get("key"), taint["value"], taint.get("effect"))
+    return "{{key: {0}, operator: Exists, effect: {1}}}".format(taint.get("key"), taint.get("effect"))
 
 
 STATUS_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')

@@ -434,6 +434,6 @@ def link_failed_checks(checks, base):
     the collection: the link is absolute)."""
     linked = []
     for check in checks or []:
-        url = None if check.get("passed") else check_url(base, check.get("id"))
+        url = None if check.get("passed") is not False else check_url(base, check.get("id"))
         linked.append(dict(check, url=url) if url else dict(check))
     return linked

@@ -112,7 +112,7 @@ def _steps(result, failed_phase):
     steps = []
     for phase, duration_key in STORY:
         own = [check for check in checks if check.get("phase") == phase]
-        if phase == failed_phase or any(not check.get("passed") for check in own):
+        if phase == failed_phase or any(check.get("passed") is False for check in own):
             state = "failed"
         else:
             state = "ok" if own else "skipped"
@@ -148,9 +148,10 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHEC
            "units": None, "gpus": [], "window": None,
            "vllm": {"checked": False, "before": None, "after": None, "healthy_before": None, "healthy_after": None},
            "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "checks": [],
-           "steps": [], "timeline": None}
+           "steps": [], "timeline": None, "gate": None}
     if isinstance(result, dict) and result:
-        failed = [check for check in result.get("checks") or [] if not check.get("passed")]
+        # A check not judged (passed None) follows from the failed one: it is no failure of its own.
+        failed = [check for check in result.get("checks") or [] if check.get("passed") is False]
         error = result.get("failure") or {}
         passed = bool(result.get("passed")) and not failed and not error
         if passed:
@@ -181,7 +182,8 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHEC
             # The failed ones only: the per-node report has every check.
             checks=[{"id": check.get("id"), "phase": check.get("phase"), "detail": check.get("detail"),
                      "url": check.get("url") or check_url(checks_url, check.get("id"))} for check in failed],
-            steps=_steps(result, row["phase"]), timeline=_lanes(result))
+            steps=_steps(result, row["phase"]), timeline=_lanes(result),
+            gate={"taint": result["gate"].get("taint"), "present": bool(result["gate"].get("present"))} if result.get("gate") else None)
         row["check_url"] = row["checks"][0]["url"] if row["checks"] else None
     elif isinstance(failure, dict) and failure:
         row.update(status="failed", phase=phase_of_task(failure.get("task")), task=failure.get("task"),

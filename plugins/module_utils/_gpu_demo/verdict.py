@@ -101,6 +101,8 @@ def verdict_of_row(row, at, job=None):
         "gpus": [{"uuid": gpu.get("uuid"), "name": gpu.get("name"), "kind": gpu.get("kind")} for gpu in row.get("gpus") or []],
         "window": {"seconds": window.get("seconds"), "start": window.get("start"), "end": window.get("end")} if window else None,
         "total_seconds": row.get("total_seconds"),
+        # Gate mode: the startup taint and whether the node carried it (a gate on a node without it lifted nothing).
+        "gate": row.get("gate"),
     }
 
 
@@ -127,9 +129,12 @@ def message(verdict):
     gpus = len(verdict.get("gpus") or [])
     if verdict["state"] == "passed":
         window = (verdict.get("window") or {}).get("seconds")
-        text = "GPU pre-flight passed: {0} unit(s) of {1} held, {2} GPU(s) seen{3}; {4}".format(
+        gate = verdict.get("gate") or {}
+        text = "GPU pre-flight passed: {0} unit(s) of {1} held, {2} GPU(s) seen{3}{4}; {5}".format(
             verdict.get("units") or 0, verdict.get("resource") or "the GPU resource", gpus,
-            ", occupied {0:.1f} s".format(window) if isinstance(window, (int, float)) else "", run)
+            ", occupied {0:.1f} s".format(window) if isinstance(window, (int, float)) else "",
+            "; no startup taint to remove ({0}:NoSchedule was not on the node)".format(gate.get("taint"))
+            if gate and not gate.get("present") else "", run)
         return _one_line(text, MESSAGE_LIMIT)
     what = verdict.get("check") or verdict.get("phase") or "error"
     tail = "; " + run

@@ -20,7 +20,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check, not_judged
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.device_health import add_queue_pod_health, judge_hold_health
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
@@ -62,11 +62,15 @@ def judge_hold(hold, hold_names, plan, node, resource):
     # With MIG the units are MIG devices: the hand-over names them, not their parent GPUs.
     devices = unit_noun(summary["unit_kind"])
     checks_detail = hand_over_detail(summary, devices)
+    # Where the pre-flight could not evaluate the DeviceClass's selector, the hold asked for every device it may select.
+    unevaluated = "" if plan.get("selector_evaluated", True) else (
+        "; the selector of DeviceClass {0} could not be evaluated before the run: the hold asked for the {1} device(s) "
+        "it may select, and the scheduler may select fewer".format(resource, sum(units)))
     checks = [
         check("hold_running", met,
               "{0} hold pod(s) Running on {1} with {2} unit(s) of {3} after {4} s".format(
                   len(hold_names), node, sum(units), resource, hold.get("elapsed")) if met else
-              (reason(hold) or "") + _warnings(hold, hold_names)),
+              (reason(hold) or "") + _warnings(hold, hold_names) + unevaluated),
         check("hold_never_preempts", bool(pods) and all(policy == "Never" for policy in policies),
               "hold pods have preemptionPolicy {0}".format(joined(unique(policies), "unknown"))),
         check("hold_one_gpu_per_unit", summary["one_gpu_per_unit"],
@@ -86,7 +90,15 @@ def judge_hold(hold, hold_names, plan, node, resource):
                      "injects the device nodes their spec names, NVIDIA_VISIBLE_DEVICES is {1}); nvidia-smi -L is the evidence")
             checks[-1]["detail"] = words.format(joined(entry["dra"]["drivers"], "?"), joined(summary["visible_devices_modes"], "unset"))
         checks.append(judge_prepared_devices(summary, entry, hold_names))
+    if not met:
+        # Pods that never ran show no GPU: what they would have shown follows from the first cause, not judged.
+        cause = "hold_running failed first ({0})".format(checks[0]["detail"])
+        checks = [not_judged(item["id"], cause) if item["id"] in FOLLOW_THE_HOLD else item for item in checks]
     return summary, checks
+
+
+# The hold checks that read what running hold pods printed.
+FOLLOW_THE_HOLD = ("hold_one_gpu_per_unit", "hold_env_corroborates", "hold_devices_prepared")
 
 
 def _warnings(wait, names):
@@ -161,7 +173,16 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
               "hold pods while the queue pod waits: {0}".format(
                   joined(["{0} {1}".format(item.get("name"), item.get("phase")) for item in holds], "none found"))),
     ]
+    if pod.get("node_name") and not checks[0]["passed"]:
+        # A queue pod the scheduler placed has no refusal to read, and the ledger then has room by definition: both
+        # follow from the first cause.
+        cause = "queue_pending failed first ({0})".format(checks[0]["detail"])
+        checks = [not_judged(item["id"], cause) if item["id"] in FOLLOW_THE_QUEUE else item for item in checks]
     return scheduling, during, checks
+
+
+# The queue checks that only hold while the queue pod is refused.
+FOLLOW_THE_QUEUE = ("queue_insufficient", "ledger_full")
 
 
 def judge_release(release, hold_names, held_uuids, node, queue_name):
@@ -225,6 +246,7 @@ def judge_walk(waits, manifests, plan, settings, hold_removal=None, phase=None, 
             evidence["device_health"] = add_queue_pod_health(checks, steps["release"], queue_name)
             judged["queue_evidence"] = evidence
         judged.update(checks=judged["checks"] + checks, phases=judged["phases"] + [name])
-        stop = [check["detail"] for check in checks if not check["passed"]]
+        # A check not judged (passed None) only follows from the failed one: the failed one says why the walk stops.
+        stop = [check["detail"] for check in checks if check["passed"] is False]
     judged["stop"] = "; ".join(stop)
     return judged

@@ -237,9 +237,6 @@ class CoreV1Rest:
     def list_resource_claim_for_all_namespaces(self, **kwargs):
         return self._call("GET", "/apis/resource.k8s.io/v1/resourceclaims", **kwargs)
 
-    def read_namespaced_resource_claim(self, name, namespace, **kwargs):
-        return self._call("GET", "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s" % (namespace, name), **kwargs)
-
     def list_device_class(self, **kwargs):
         return self._call("GET", "/apis/resource.k8s.io/v1/deviceclasses", **kwargs)
 
@@ -414,19 +411,6 @@ class CoreV1Reader:
 
     def list_device_classes(self):
         return self._unless_not_served(self._list, "list deviceclasses", self._api.list_device_class)
-
-    def get_resource_claim(self, namespace, name):
-        """The ResourceClaim, or None when it does not exist (any more)."""
-        self._count(calls=1, requests=1)
-        with explain_api_errors("get resourceclaim {0}/{1}".format(namespace, name), self.host):
-            try:
-                raw = self._api.read_namespaced_resource_claim(name, namespace, _preload_content=False).data
-                self._count(received=len(raw))
-                return json_loads(raw)
-            except ApiException as error:
-                if error.status == 404:
-                    return None
-                raise
 
     @staticmethod
     def _unless_not_served(read, *args, **kwargs):

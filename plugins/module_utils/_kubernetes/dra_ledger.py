@@ -13,11 +13,14 @@ Pure functions over plain API dicts (``kubectl get resourceslices,resourceclaims
 * A node's devices are those of the ResourceSlices whose ``spec.nodeName`` is the node, per driver and pool. When a
   pool was republished, only the slices of its newest generation count (as the scheduler does).
 * A device is allocated when a claim's ``status.allocation.devices.results`` names its driver, pool and device;
-  the claim's holders are the pods in its ``status.reservedFor``. Claims the scheduler made for a plain extended
-  resource request (annotation ``resource.kubernetes.io/extended-resource-claim``) count the same way.
+  the claim's holders are the pods in its ``status.reservedFor``. As the scheduler counts it, a claim holds its devices
+  once however many pods share it, and an allocated claim reserved for no pod still holds them. A result with
+  ``adminAccess: true`` holds nothing (it watches a device that stays allocatable). Claims the scheduler made for a
+  plain extended resource request (annotation ``resource.kubernetes.io/extended-resource-claim``) count the same way.
 * The DeviceClasses a device belongs to come from the classes' CEL selectors. Only the selectors the NVIDIA chart
   writes (conjunctions of ``device.driver == '...'`` and ``device.attributes['...'].name == '...'``) are evaluated
-  here; a class with any other selector is reported with ``evaluated: false`` and no device counted in it.
+  here; a class with any other selector is reported with ``evaluated: false``: its counts are unknown (null), and the
+  devices it may select (``maybe_classes``: those no term of the selector that can be read here rules out) are named.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -81,15 +84,29 @@ def compile_selector(expression):
     return terms or None
 
 
+def known_terms(expression):
+    """The terms of a CEL selector that this collection can read, when the selector is a plain conjunction (no ``||``,
+    ``?`` or ``!``) of which only some parts are of the NVIDIA chart's kind: a device that fails one of them is
+    certainly not selected. [] when nothing can be read (then any device may be selected)."""
+    if any(token in expression for token in ("||", "?", "!")) or expression.count("(") != expression.count(")"):
+        return []
+    return [terms[0] for terms in (compile_selector(part) for part in expression.split("&&")) if terms]
+
+
 def compile_class(device_class):
-    """A DeviceClass as (name, list of selectors' terms or None when a selector cannot be evaluated here)."""
-    selectors = []
+    """A DeviceClass as (name, list of selectors' terms or None when a selector cannot be evaluated here, the terms
+    that can be read of the selectors that cannot)."""
+    selectors, partial, evaluated = [], [], True
     for selector in _spec(device_class).get("selectors") or []:
-        terms = compile_selector(((selector or {}).get("cel") or {}).get("expression") or "")
+        expression = ((selector or {}).get("cel") or {}).get("expression") or ""
+        terms = compile_selector(expression)
         if terms is None:
-            return _metadata(device_class).get("name"), None
-        selectors.append(terms)
-    return _metadata(device_class).get("name"), selectors
+            evaluated = False
+            partial.append(known_terms(expression))
+        else:
+            selectors.append(terms)
+            partial.append(terms)
+    return _metadata(device_class).get("name"), selectors if evaluated else None, partial
 
 
 def class_matches(selectors, driver, device):
@@ -159,11 +176,14 @@ def _holders(claim):
 
 
 def allocations(claims):
-    """{(driver, pool, device): (claim, request)} for every allocated device of ``claims``."""
+    """{(driver, pool, device): (claim, request)} for every device ``claims`` hold. An admin-access result holds no
+    device (the scheduler still allocates it to other claims), so it is left out."""
     allocated = {}
     for claim in claims:
         allocation = (claim.get("status") or {}).get("allocation") or {}
         for result in (allocation.get("devices") or {}).get("results") or []:
+            if result.get("adminAccess"):
+                continue
             allocated[(result.get("driver"), result.get("pool"), result.get("device"))] = (claim, result.get("request"))
     return allocated
 
@@ -172,8 +192,8 @@ def build_node_dra(node, slices, claims, device_classes):
     """The DRA ledger of one node: ``{"drivers": {driver: {...}}}``, or None when no slice names the node.
 
     Per driver: its pools, every device (name, pool, uuid, product, type, memory in bytes, the classes it belongs
-    to, its taints, and when allocated the claim, the request and the pods holding it), and the counts total /
-    allocated / tainted / free (a device with a NoSchedule or NoExecute taint is not free),
+    to and those whose selector could not be evaluated here that may select it, its taints, and when allocated the
+    claim, the request and the pods holding it), and the counts total / allocated / tainted / free (a device with a NoSchedule or NoExecute taint is not free),
     also per DeviceClass (with the extended resource the class serves, its ``extendedResourceName``, or None).
     ``claims`` may hold claims of other nodes: only results naming this node's devices count.
     """
@@ -193,8 +213,10 @@ def build_node_dra(node, slices, claims, device_classes):
             entry["pools"].append(pool)
         for device in spec.get("devices") or []:
             memory = ((device.get("capacity") or {}).get("memory") or {}).get("value")
-            classes = sorted(name for name, selectors in compiled
+            classes = sorted(name for name, selectors, _partial in compiled
                              if selectors is not None and class_matches(selectors, driver, device))
+            maybe = sorted(name for name, selectors, partial in compiled
+                           if selectors is None and class_matches(partial, driver, device))
             record = {
                 "name": device.get("name"),
                 "pool": pool,
@@ -203,6 +225,7 @@ def build_node_dra(node, slices, claims, device_classes):
                 "type": device_attribute(device, driver, "type"),
                 "memory": as_number(parse_quantity(memory)) if memory is not None else None,
                 "classes": classes,
+                "maybe_classes": maybe,
                 "taints": device_taints(device),
                 "tainted": is_blocked(device),
                 "allocated": False,
@@ -220,11 +243,15 @@ def build_node_dra(node, slices, claims, device_classes):
         entry["pools"].sort()
         entry["devices"].sort(key=lambda record: (record["pool"] or "", _natural(record["name"])))
         entry.update(_counts(entry["devices"]))
-        for name, selectors in compiled:
+        for name, selectors, _partial in compiled:
             in_class = [record for record in entry["devices"] if name in record["classes"]]
-            if selectors is None or in_class:
-                entry["classes"][name] = dict(_counts(in_class), evaluated=selectors is not None,
-                                              extended_resource_name=extended.get(name))
+            maybe = [record for record in entry["devices"] if name in record["maybe_classes"]]
+            if in_class:
+                entry["classes"][name] = dict(_counts(in_class), evaluated=True, extended_resource_name=extended.get(name))
+            elif selectors is None and maybe:
+                # Not established here: the counts are unknown, not 0; ``candidates`` is how many devices it may select.
+                entry["classes"][name] = dict(dict.fromkeys(("total", "allocated", "tainted", "free")), evaluated=False,
+                                              candidates=len(maybe), extended_resource_name=extended.get(name))
     return {"drivers": drivers}
 
 

@@ -556,18 +556,13 @@ def _dra_read(refused, read, *args, **kwargs):
         return None
 
 
-def _read_dra_node(reader, name, pods, refused):
-    """A node read's DRA objects: the node's slices, the claims its pods use (one get each), the DeviceClasses.
-    None when the API server does not serve resource.k8s.io/v1, or the credentials may not read the slices."""
+def _read_dra_node(reader, name, refused):
+    """A node read's DRA slices. None when the API server does not serve resource.k8s.io/v1, or the credentials may not
+    read the slices."""
     slices = _dra_read(refused, reader.list_resource_slices, field_selector="spec.nodeName={0}".format(name))
     if slices is None:
         return None
-    claims = []
-    for namespace, claim_name in sorted(set(ref for pod in pods for ref in dra_ledger.pod_claim_refs(pod))):
-        claim = _dra_read(refused, reader.get_resource_claim, namespace, claim_name)
-        if claim is not None:
-            claims.append(claim)
-    return {"slices": slices, "claims": claims}
+    return {"slices": slices}
 
 
 def _read_dra_fleet(reader, refused):
@@ -608,7 +603,7 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
             if node_object is None:
                 _checked_node(reader, name, node_object, patterns)
             pods = reader.list_pods(field_selector=node_pods_field_selector(name), fields=POD_FIELDS, keep=keep)
-            node_dra = _read_dra_node(reader, name, pods, refused) if dra else None
+            node_dra = _read_dra_node(reader, name, refused) if dra else None
             operator = None
             if operator_namespace:
                 operator = reader.list_pods(namespace=operator_namespace, field_selector="spec.nodeName={0}".format(name),
@@ -619,9 +614,13 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
             unscheduled = pool.submit(reader.list_pods, field_selector=UNSCHEDULED_FIELD_SELECTOR, fields=POD_FIELDS,
                                       keep=keep)
             classes = pool.submit(_dra_read, refused, reader.list_device_classes) if dra else None
+            # Every claim, not only those the node's pods use: an allocated claim reserved for no pod still holds its
+            # devices (claims have no field selector for the node they are allocated on).
+            claims = pool.submit(_dra_read, refused, reader.list_resource_claims) if dra else None
             per_node = list(pool.map(read_one, names))
             pods = unscheduled.result()
             classes = classes.result() if classes else None
+            claims = claims.result() if claims else None
         # Checked once every read is in: a refused read of any of them means no DRA ledger for any node.
         nodes = [_checked_node(reader, name, entry[0], patterns,
                                dra_ledger.dra_node_names(entry[3]["slices"]) if entry[3] and not refused else None,
@@ -629,7 +628,7 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
                  for name, entry in zip(names, per_node)]
         if dra and classes is not None and not refused:
             dra_objects = {"slices": [item for entry in per_node if entry[3] for item in entry[3]["slices"]],
-                           "claims": [item for entry in per_node if entry[3] for item in entry[3]["claims"]],
+                           "claims": claims or [],
                            "classes": classes}
         bound = [pod for entry in per_node for pod in entry[1]]
         # A pod bound between the two reads would be both pending and a holder: it is a holder.

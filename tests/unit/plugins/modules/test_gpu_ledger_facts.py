@@ -218,13 +218,14 @@ def test_connection_from_a_kubeconfig(api, run_module, tmp_path):
 
 def test_dra_reads_on_an_api_server_without_resource_v1(api, run_module):
     # This fake API server serves no resource.k8s.io/v1: the slices list answers 404, and the ledger is the
-    # device plugin's alone. A node read adds the node's slices and the DeviceClasses; the fleet read those two
-    # (the claims are not asked for once the slices are not served).
+    # device plugin's alone. A node read adds the node's slices, the DeviceClasses and the claims (read beside them:
+    # a claim reserved for no pod holds its devices too); the fleet read the slices and the classes (the claims are
+    # not asked for once the slices are not served).
     node = run_module({"node": "ledger-fixture-a", **connection(api)})
     fleet = run_module(connection(api))
     assert node["ledger"]["dra_served"] is False and fleet["ledger"]["dra_served"] is False
     assert "dra" not in node["ledger"]["nodes"]["ledger-fixture-a"]
-    assert (node["api_calls"], fleet["api_calls"]) == (5, 3)
+    assert (node["api_calls"], fleet["api_calls"]) == (6, 3)
 
 
 def test_unknown_node(api, run_module):

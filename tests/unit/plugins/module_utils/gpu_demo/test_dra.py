@@ -307,3 +307,138 @@ def test_the_runs_claims_are_found_by_label_or_by_owner():
     ]
     assert dra.run_objects(objects, "r1", "prod102", ["pod-1"]) == [
         "ResourceClaim/gpu-demo-hold-extended-resources-x", "ResourceClaimTemplate/gpu-demo-hold"]
+
+
+def two_gpus():
+    """prod102's recorded slice with a second GPU, gpu-1."""
+    item = copy.deepcopy(SLICES[0])
+    second = copy.deepcopy(item["spec"]["devices"][0])
+    second["name"], second["attributes"]["uuid"] = "gpu-1", {"string": "GPU-second"}
+    item["spec"]["devices"].append(second)
+    return item
+
+
+def claim(name, devices=("gpu-0",), pods=(), namespace="team", admin=False, extended=False):
+    """A claim allocated on prod102 (the recorded hold's, renamed), reserved for ``pods``."""
+    made = copy.deepcopy(HOLD_CLAIM)
+    made["metadata"].update(name=name, namespace=namespace, uid="uid-" + name)
+    if extended:
+        made["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    made["status"]["allocation"]["devices"]["results"] = [
+        dict({"device": device, "driver": "gpu.nvidia.com", "pool": "prod102", "request": "gpu"},
+             **({"adminAccess": True} if admin else {})) for device in devices]
+    made["status"]["reservedFor"] = [{"resource": "pods", "name": pod, "uid": "uid-" + pod} for pod in pods]
+    return made
+
+
+def two_gpu_ledger(claims, classes=CLASSES):
+    built = ledger_utils.build_ledger(NODES, [], dra={"slices": [two_gpus()], "claims": claims, "classes": classes})
+    built["dra_served"] = True
+    return {"ledger": built}
+
+
+class TestDevicesCountedAsTheSchedulerCounts:
+    """Per device, not per pod: the shapes a claim can have on a node with two GPUs."""
+
+    def entry(self, claims):
+        return dra.class_entry(two_gpu_ledger(claims)["ledger"]["nodes"]["prod102"], "gpu.nvidia.com")
+
+    def test_a_claim_shared_by_two_pods_holds_one_device(self):
+        entry = self.entry([claim("c", pods=("a", "b"))])
+        assert (entry["requested"], entry["free"]) == (1, 1)
+        assert entry["claims"] == [{"namespace": "team", "name": "c", "extended_resource": False, "devices": ["gpu-0"],
+                                    "pods": [{"namespace": "team", "name": "a", "uid": "uid-a"},
+                                             {"namespace": "team", "name": "b", "uid": "uid-b"}]}]
+        judged = judge_node(two_gpu_ledger([claim("c", pods=("a", "b"))]), {}, SETTINGS)
+        busy = checks(judged["checks"])["node_not_busy"]
+        assert busy["passed"] is False
+        assert busy["detail"].startswith("1 device held by team/a, team/b (claim team/c); refusing a busy node")
+        assert "to hold only the free devices" in busy["detail"]
+        assert judged["before"]["held_by_others"] == 1 and judged["plan"]["units"] == 1
+
+    def test_allowed_busy_the_hold_takes_the_free_device(self):
+        judged = judge_node(two_gpu_ledger([claim("c", pods=("a", "b"))]), {}, dict(SETTINGS, allow_busy_node=True))
+        found = checks(judged["checks"])
+        assert all(check["passed"] for check in judged["checks"]), judged["checks"]
+        assert found["node_not_busy"]["detail"] == (
+            "1 device held by team/a, team/b (claim team/c); allowed by gpu_demo_allow_busy_node, the hold takes the 1 "
+            "free device(s)")
+        assert found["free_units"]["detail"] == "1 free device(s) of gpu.nvidia.com to hold"
+        assert judged["plan"]["units"] == 1
+
+    def test_a_claim_reserved_for_no_pod_still_holds_its_device(self):
+        judged = judge_node(two_gpu_ledger([claim("kept", devices=("gpu-0", "gpu-1"))]), {},
+                            dict(SETTINGS, allow_busy_node=True))
+        found = checks(judged["checks"])
+        assert found["node_not_busy"]["detail"].startswith("2 devices held by no pod (allocated, reserved for none")
+        assert "(claim team/kept)" in found["node_not_busy"]["detail"]
+        assert found["free_units"]["passed"] is False
+        assert found["free_units"]["detail"].startswith("0 free device(s) of gpu.nvidia.com to hold: other pods hold every device")
+
+    def test_an_admin_access_claim_holds_no_device(self):
+        entry = self.entry([claim("watch", devices=("gpu-0", "gpu-1"), pods=("monitor",), admin=True)])
+        assert (entry["requested"], entry["free"], entry["claims"]) == (0, 2, [])
+        judged = judge_node(two_gpu_ledger([claim("watch", devices=("gpu-0",), pods=("monitor",), admin=True)]), {}, SETTINGS)
+        assert all(check["passed"] for check in judged["checks"]), judged["checks"]
+        assert judged["plan"]["units"] == 2
+
+    def test_an_admin_access_claim_beside_a_real_one_leaves_the_real_holder(self):
+        entry = self.entry([claim("c", pods=("a",)), claim("watch", devices=("gpu-0",), pods=("monitor",), admin=True)])
+        assert [(item["name"], item["devices"]) for item in entry["claims"]] == [("c", ["gpu-0"])]
+
+    def test_a_device_held_through_the_extended_resource_path_counts(self):
+        judged = judge_node(two_gpu_ledger([claim("train-extended-resources-x7k2p", pods=("train",), extended=True)]), {},
+                            SETTINGS)
+        busy = checks(judged["checks"])["node_not_busy"]["detail"]
+        assert busy.startswith("1 device held by team/train (claim team/train-extended-resources-x7k2p, made by the "
+                               "scheduler for an extended resource request)")
+        assert judged["plan"]["units"] == 1
+
+    def test_a_pod_with_two_claims_holds_both_devices(self):
+        entry = self.entry([claim("c1", pods=("a",)), claim("c2", devices=("gpu-1",), pods=("a",))])
+        assert entry["requested"] == 2 and entry["holders"][0]["units"] == 2
+        busy = checks(judge_node(two_gpu_ledger([claim("c1", pods=("a",)), claim("c2", devices=("gpu-1",), pods=("a",))]),
+                                 {}, SETTINGS)["checks"])["node_not_busy"]["detail"]
+        assert busy.startswith("1 device held by team/a (claim team/c1); 1 device held by team/a (claim team/c2)")
+
+    def test_the_runs_own_leftover_claim_is_no_other_pods(self):
+        leftover = claim("gpu-demo-hold-gpu-abcde", pods=("gpu-demo-hold",), namespace="default")
+        judged = judge_node(two_gpu_ledger([leftover]), {}, SETTINGS)
+        assert checks(judged["checks"])["node_not_busy"]["passed"] is True
+        assert judged["plan"]["units"] == 2 and [pod["name"] for pod in judged["before"]["leftovers"]] == ["gpu-demo-hold"]
+
+
+CUSTOM_CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "h20.example.com"},
+                "spec": {"selectors": [{"cel": {"expression": (
+                    "device.driver == 'gpu.nvidia.com' && "
+                    "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('h20')")}}]}}
+
+
+class TestSelectorNotEvaluated:
+    """A class whose CEL the collection cannot evaluate: never "0 devices"; the scheduler decides, the hold judges."""
+
+    def test_the_node_is_walked_saying_the_selector_was_not_evaluated(self):
+        judged = judge_node(two_gpu_ledger([], classes=CLASSES + [CUSTOM_CLASS]), {},
+                            dict(SETTINGS, resource="h20.example.com"))
+        assert all(check["passed"] for check in judged["checks"]), judged["checks"]
+        text = json.dumps(judged)
+        assert "0 device" not in text
+        found = checks(judged["checks"])
+        assert found["node_found"]["detail"].startswith(
+            "node prod102 publishes 2 device(s) through DRA that DeviceClass h20.example.com may select (driver "
+            "gpu.nvidia.com, pool prod102): gpu-0 " + UUID + ", gpu-1 GPU-second; the selector of DeviceClass "
+            "h20.example.com could not be evaluated here")
+        assert found["resource_allocatable"]["detail"].startswith(
+            "up to 2 device(s) of DeviceClass h20.example.com on prod102 (0 allocated to other claims): the selector")
+        assert "left to the scheduler" in found["resource_allocatable"]["detail"]
+        assert judged["plan"]["units"] == 2 and judged["before"]["dra"]["evaluated"] is False
+        assert judged["plan"]["selector_evaluated"] is False
+
+    def test_a_selector_whose_readable_terms_rule_every_device_out_names_no_device(self):
+        other = copy.deepcopy(CUSTOM_CLASS)
+        other["spec"]["selectors"][0]["cel"]["expression"] = other["spec"]["selectors"][0]["cel"]["expression"].replace(
+            "device.driver == 'gpu.nvidia.com'", "device.driver == 'other.example.com'")
+        found = checks(judge_node(two_gpu_ledger([], classes=CLASSES + [other]), {},
+                                  dict(SETTINGS, resource="h20.example.com"))["checks"])
+        assert found["node_found"]["passed"] is False
+        assert found["node_found"]["detail"].startswith("node prod102 publishes no device of DeviceClass h20.example.com")

@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo import gpu_demo_preflight
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node, tolerates
 
 SETTINGS = dict(node="prod102", resource="nvidia.com/gpu", namespace="gpu-operator",
                 pod_names=["gpu-demo-hold", "gpu-demo-queue", "gpu-demo-bypass-probe"], hold_mode="per_unit",
@@ -262,3 +262,76 @@ def test_a_dry_run_that_failed_otherwise_gives_one_reason():
     assert checks == {"demo_pods_admitted": (False, "the server-side dry run of the demo pods failed: could not reach "
                                                     "https://127.0.0.1:16443 (kubectl apply --dry-run=server -f <the pods> shows the same)")}
     assert admission_checks({})[1] == {"demo_pods_admitted": (False, "dry run failed")}
+
+
+DEFAULT_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+GATE_TOLERATION = {"key": "gpuops.scheduling/gpu-preflight-pending", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def tainted(*taints, **state):
+    built = ledger(**state)
+    built["ledger"]["nodes"]["prod102"]["taints"] = [dict(zip(("key", "value", "effect"), taint)) for taint in taints]
+    return built
+
+
+class TestTaints:
+    """The node's taints against the demo pods' tolerations, before anything is created."""
+
+    def judged(self, built, tolerations=None):
+        settings = dict(SETTINGS, tolerations=DEFAULT_TOLERATIONS if tolerations is None else tolerations)
+        return checks(judge_node(built, HEALTHY, settings))
+
+    def test_a_foreign_taint_is_refused_naming_it_and_the_variable(self):
+        found = self.judged(tainted(("team.example.com/reserved", "ml", "NoSchedule"), ("nvidia.com/gpu", "present", "NoSchedule")))
+        taint = found["node_taints_tolerated"]
+        assert taint["passed"] is False and taint["phase"] == "preflight"
+        assert taint["detail"] == (
+            "node prod102 has 1 taint(s) the demo pods do not tolerate, so the scheduler would place none of them there: "
+            "key team.example.com/reserved, value ml, effect NoSchedule. If the demo may run beside what the taint keeps "
+            "away, add a toleration to gpu_demo_tolerations (for example {key: team.example.com/reserved, operator: Equal, "
+            "value: ml, effect: NoSchedule}); otherwise remove the taint when the node may take work (kubectl taint node "
+            "prod102 team.example.com/reserved=ml:NoSchedule-)")
+
+    def test_the_toleration_given_passes_naming_what_is_tolerated(self):
+        built = tainted(("team.example.com/reserved", "ml", "NoSchedule"))
+        toleration = {"key": "team.example.com/reserved", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+        found = self.judged(built, DEFAULT_TOLERATIONS + [toleration])
+        assert found["node_taints_tolerated"] == {
+            "id": "node_taints_tolerated", "phase": "preflight", "passed": True,
+            "detail": "the demo pods tolerate every NoSchedule and NoExecute taint of node prod102: "
+                      "team.example.com/reserved=ml:NoSchedule"}
+
+    def test_an_untainted_node_passes(self):
+        assert self.judged(tainted())["node_taints_tolerated"]["detail"] == (
+            "the demo pods tolerate every NoSchedule and NoExecute taint of node prod102 (it has none)")
+
+    def test_prefer_no_schedule_does_not_block_and_no_execute_does(self):
+        assert self.judged(tainted(("soft", None, "PreferNoSchedule")))["node_taints_tolerated"]["passed"] is True
+        found = self.judged(tainted(("drain", None, "NoExecute")))["node_taints_tolerated"]
+        assert found["passed"] is False and "key drain, value (none), effect NoExecute" in found["detail"]
+        assert "{key: drain, operator: Exists, effect: NoExecute}" in found["detail"]
+
+    def test_the_gates_own_toleration_tolerates_the_startup_taint(self):
+        built = tainted(("gpuops.scheduling/gpu-preflight-pending", None, "NoSchedule"))
+        assert self.judged(built)["node_taints_tolerated"]["passed"] is False
+        assert self.judged(built, DEFAULT_TOLERATIONS + [GATE_TOLERATION])["node_taints_tolerated"]["passed"] is True
+
+    def test_taints_other_checks_name_the_cause_of_are_theirs(self):
+        found = self.judged(tainted(("node.kubernetes.io/unschedulable", None, "NoSchedule"), unschedulable=True))
+        assert found["node_schedulable"]["passed"] is False and found["node_taints_tolerated"]["passed"] is True
+        found = self.judged(tainted(("node.kubernetes.io/not-ready", None, "NoExecute"), ready=False))
+        assert found["node_ready"]["passed"] is False and found["node_taints_tolerated"]["passed"] is True
+
+    @pytest.mark.parametrize("toleration, taint, expected", [
+        ({"operator": "Exists"}, ("any", "x", "NoExecute"), True),                        # empty key, Exists: every taint
+        ({"key": "k", "operator": "Exists"}, ("k", "v", "NoSchedule"), True),             # empty effect: every effect
+        ({"key": "k", "operator": "Equal", "value": "v"}, ("k", "v", "NoExecute"), True),
+        ({"key": "k", "value": "v"}, ("k", "v", "NoSchedule"), True),                     # no operator means Equal
+        ({"key": "k", "operator": "Equal", "value": "v"}, ("k", "w", "NoSchedule"), False),
+        ({"key": "k", "operator": "Equal"}, ("k", None, "NoSchedule"), True),             # empty value equals none
+        ({"key": "k", "operator": "Exists", "effect": "NoSchedule"}, ("k", None, "NoExecute"), False),
+        ({"key": "j", "operator": "Exists"}, ("k", None, "NoSchedule"), False),
+        ({"key": "k", "operator": "Gt", "value": "1"}, ("k", "2", "NoSchedule"), False),  # unknown operator: no match
+    ])
+    def test_tolerations_match_as_kubernetes_matches_them(self, toleration, taint, expected):
+        assert tolerates(toleration, dict(zip(("key", "value", "effect"), taint))) is expected

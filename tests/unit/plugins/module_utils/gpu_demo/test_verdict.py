@@ -195,3 +195,24 @@ def test_job_keys_are_identifiers_of_their_own():
     assert verdict.job_stat_key("20261201t0900-1a2b3c") == "gpu_demo_j20261201t0900_1a2b3c"
     with pytest.raises(verdict.VerdictError, match="job id"):
         verdict.job_stat_key("")
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_a_gate_without_the_startup_taint_says_it_had_nothing_to_lift(present):
+    result = dict(copy.deepcopy(PASSED), gate={"taint": "gpuops.scheduling/gpu-preflight-pending", "remove": True,
+                                               "present": present})
+    found = verdict.verdict_of_result(result, NOW)
+    assert found["gate"] == {"taint": "gpuops.scheduling/gpu-preflight-pending", "present": present}
+    message = verdict.condition(found, now=NOW)["message"]
+    said = "no startup taint to remove (gpuops.scheduling/gpu-preflight-pending:NoSchedule was not on the node)"
+    assert (said in message) is not present and message.endswith("; run p1")
+    row = fleet.node_row("gpu-a2", result)
+    assert row["status"] == "passed"
+    assert row["reason"] == (None if present else "no startup taint to remove: the node did not carry "
+                             "gpuops.scheduling/gpu-preflight-pending:NoSchedule, so the gate had nothing to lift")
+    assert fleet.node_row("gpu-a2", result, lang="zh")["reason"] == (None if present else (
+        "没有可移除的启动污点：节点上没有 gpuops.scheduling/gpu-preflight-pending:NoSchedule，门禁没有可解除的污点"))
+
+
+def test_a_run_outside_gate_mode_carries_no_gate():
+    assert verdict.verdict_of_result(PASSED, NOW)["gate"] is None

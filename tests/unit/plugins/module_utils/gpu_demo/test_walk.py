@@ -91,7 +91,11 @@ def test_a_hold_that_never_ran_stops_the_judgement_at_the_hold():
     judged = judge(result, hold_removal={})
     assert [check["phase"] for check in judged["checks"]] == ["hold"] * 4
     assert details(judged)["hold_running"] == (False, "pod gpu-demo-hold: ErrImagePull")
-    assert details(judged)["hold_one_gpu_per_unit"][0] is False
+    # Only the first cause fails: what running pods would have printed is not judged, and says why.
+    cause = "not judged: hold_running failed first (pod gpu-demo-hold: ErrImagePull)"
+    assert details(judged)["hold_one_gpu_per_unit"] == (None, cause)
+    assert details(judged)["hold_env_corroborates"] == (None, cause)
+    assert details(judged)["hold_never_preempts"] == (True, "hold pods have preemptionPolicy Never")
     assert judged["steps"]["queue"] == {"met": False, "error": "not run", "pods": []}
     assert judged["queue_scheduling"] == {} and judged["during"] == {} and judged["queue_evidence"] == {}
 
@@ -105,7 +109,10 @@ def test_a_queue_pod_that_was_scheduled_fails_the_queue_and_names_where_it_went(
     checks = details(judged)
     assert checks["queue_pending"] == (False, "gpu-demo-queue: Running, node prod102, IP 10.244.0.9: pod gpu-demo-queue will not "
                                               "become unschedulable: it was scheduled")
-    assert checks["queue_insufficient"] == (False, "FailedScheduling: no FailedScheduling event")
+    cause = ("not judged: queue_pending failed first (gpu-demo-queue: Running, node prod102, IP 10.244.0.9: pod "
+             "gpu-demo-queue will not become unschedulable: it was scheduled)")
+    assert checks["queue_insufficient"] == (None, cause) and checks["ledger_full"] == (None, cause)
+    assert checks["hold_not_preempted"][0] is True
     assert "queue_ran_on_node" not in checks and judged["queue_evidence"] == {}
 
 
@@ -269,3 +276,14 @@ def test_a_hold_whose_gpu_turns_unhealthy_fails_the_queue_phase_naming_it_and_go
     assert details(judged)["hold_devices_healthy"] == (False, "the kubelet reports Unhealthy: {0} in pod gpu-demo-hold".format(UUID))
     assert judged["hold_summary"]["device_health"][0]["devices"][0]["health"] == "Unhealthy"
     assert "queue_ran_on_node" not in details(judged)
+
+
+def test_a_hold_of_a_class_whose_selector_was_not_evaluated_says_it_asked_for_every_device_it_may_select():
+    result = {"hold": {"met": False, "error": "pod gpu-demo-hold: Unschedulable: cannot allocate all claims",
+                       "pods": [{"name": "gpu-demo-hold", "phase": "Pending", "preemption_policy": "Never"}]}}
+    plan = dict(PLAN, units=2, selector_evaluated=False, dra_request="claim")
+    judged = judge(result, plan=plan, settings=dict(SETTINGS, resource="h20.example.com"), hold_removal={})
+    assert details(judged)["hold_running"] == (False, (
+        "pod gpu-demo-hold: Unschedulable: cannot allocate all claims; the selector of DeviceClass h20.example.com could "
+        "not be evaluated before the run: the hold asked for the 2 device(s) it may select, and the scheduler may select "
+        "fewer"))

@@ -26,6 +26,7 @@ SLICES, CLAIMS, CLASSES = load("resourceslices.json"), load("resourceclaims.json
 PODS, NODES = load("pods.json"), load("nodes.json")
 EXTENDED_CLAIM, EXTENDED_POD = load("extended-resource-claim.json"), load("extended-resource-pod.json")
 HOLD = next(item for item in PODS if item["metadata"]["name"] == "hold-0")
+HOLD_CLAIM = next(claim for claim in CLAIMS if (claim.get("status") or {}).get("allocation"))
 
 
 def two_gpu_slice():
@@ -110,8 +111,26 @@ class TestSelectors:
         custom = {"metadata": {"name": "big.gpu.example.com"}, "spec": {"selectors": [
             {"cel": {"expression": "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0"}}]}}
         classes = dra_ledger.build_node_dra("prod102", SLICES, CLAIMS, CLASSES + [custom])["drivers"]["gpu.nvidia.com"]["classes"]
-        assert classes["big.gpu.example.com"] == {"total": 0, "allocated": 0, "tainted": 0, "free": 0, "evaluated": False,
-                                                  "extended_resource_name": None}
+        # Not established here: unknown counts (never 0), and the devices it may select.
+        assert classes["big.gpu.example.com"] == {"total": None, "allocated": None, "tainted": None, "free": None,
+                                                  "evaluated": False, "candidates": 1, "extended_resource_name": None}
+        device = dra_ledger.build_node_dra("prod102", SLICES, CLAIMS, CLASSES + [custom])["drivers"]["gpu.nvidia.com"]["devices"][0]
+        assert device["classes"] == ["gpu.nvidia.com"] and device["maybe_classes"] == ["big.gpu.example.com"]
+
+    @pytest.mark.parametrize("expression, maybe", [
+        # The driver term is read: another driver's class cannot select this device.
+        ("device.driver == 'compute-domain.nvidia.com' && device.attributes['compute-domain.nvidia.com'].id.matches('x')", []),
+        ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('h20')",
+         ["custom"]),
+        # Nothing can be read of a disjunction or a negation: any device may be selected.
+        ("device.driver == 'other' || device.attributes['gpu.nvidia.com'].productName.matches('h20')", ["custom"]),
+        ("!(device.driver == 'other')", ["custom"]),
+    ])
+    def test_the_readable_terms_of_a_selector_not_evaluated_rule_devices_out(self, expression, maybe):
+        custom = {"metadata": {"name": "custom"}, "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+        gpu = dra_ledger.build_node_dra("prod102", SLICES, CLAIMS, CLASSES + [custom])["drivers"]["gpu.nvidia.com"]
+        assert gpu["devices"][0]["maybe_classes"] == maybe
+        assert ("custom" in gpu["classes"]) == bool(maybe)
 
     def test_mig_class_selects_mig_devices(self):
         item = copy.deepcopy(SLICES[0])
@@ -157,13 +176,16 @@ class TestLedgerWithDRA:
         by_fleet = ledger.read_ledger(DRAReader(NODES, PODS, SLICES, CLAIMS, CLASSES), node="prod102", strategy="fleet", dra=True)
         assert by_node == by_fleet
 
-    def test_a_node_read_gets_only_the_claims_its_pods_use(self):
-        unrelated = copy.deepcopy(CLAIMS[0])
-        unrelated["metadata"].update(name="elsewhere", namespace="other")
-        reader = DRAReader(NODES, PODS, SLICES, CLAIMS + [unrelated], CLASSES)
-        ledger.read_ledger(reader, node="prod102", strategy="node", dra=True)
-        gets = [call for call in reader.calls if call[0] == "get_resource_claim"]
-        assert gets == [("get_resource_claim", "default", HOLD["status"]["resourceClaimStatuses"][0]["resourceClaimName"])]
+    def test_a_node_read_counts_a_claim_no_pod_of_the_node_uses(self):
+        # Allocated on the node and reserved for no pod: the scheduler keeps the device, so the ledger does too.
+        orphan = copy.deepcopy(HOLD_CLAIM)
+        orphan["metadata"].update(name="kept", namespace="other")
+        orphan["status"]["reservedFor"] = []
+        reader = DRAReader(NODES, [pod for pod in PODS if pod is not HOLD], SLICES, [orphan], CLASSES)
+        result = ledger.read_ledger(reader, node="prod102", strategy="node", dra=True)
+        device = result["nodes"]["prod102"]["dra"]["drivers"]["gpu.nvidia.com"]["devices"][0]
+        assert (device["allocated"], device["claim"]["name"], device["holders"]) == (True, "kept", [])
+        assert [call for call in reader.calls if "resource_claim" in call[0]] == [("list_resource_claims",)]
         assert ("list_resource_slices", "spec.nodeName=prod102") in reader.calls
 
     def test_the_fleet_read_is_a_constant_number_of_lists(self):
@@ -233,10 +255,6 @@ class DRAReader:
         self.calls.append(("list_device_classes",))
         return self.classes
 
-    def get_resource_claim(self, namespace, name):
-        self.calls.append(("get_resource_claim", namespace, name))
-        return next((item for item in self.claims if (item["metadata"]["namespace"], item["metadata"]["name"]) == (namespace, name)), None)
-
 
 def forbidden(read):
     """The error CoreV1Reader raises when the credentials may not make ``read`` (as client.explain_api_errors words it)."""
@@ -269,10 +287,6 @@ class RefusingReader(DRAReader):
         self._maybe_refuse("list deviceclasses")
         return super().list_device_classes()
 
-    def get_resource_claim(self, namespace, name):
-        self._maybe_refuse("get resourceclaims")
-        return super().get_resource_claim(namespace, name)
-
 
 def device_plugin_node(name="prod103", units="1"):
     node = copy.deepcopy(NODES[0])
@@ -298,7 +312,7 @@ class TestDRAReadsRefused:
         message = result["dra_refused"]
         assert message.startswith("DRA not readable with these credentials: forbidden (403) to list ")
         assert "playbooks/preflight_rbac.yml grants them" in message
-        # What was refused is named (a node read lists no claims: it gets those its pods use, here none).
+        # What was refused is named.
         assert ("list resourceslices" in message) == ("list resourceslices" in refused)
 
     def test_the_fleet_read_keeps_every_device_plugin_node(self):
@@ -308,10 +322,10 @@ class TestDRAReadsRefused:
         assert "cannot list resourceclaims" in result["dra_refused"]
 
     @pytest.mark.parametrize("strategy", ["node", "fleet"])
-    @pytest.mark.parametrize("refused", [["list resourceslices"], ["list deviceclasses"], ["get resourceclaims"]])
+    @pytest.mark.parametrize("refused", [["list resourceslices"], ["list deviceclasses"], ["list resourceclaims"]])
     def test_a_dra_node_is_refused_naming_the_missing_permission(self, strategy, refused):
-        # Fleet reads list claims; a node read gets those of the node's pods one by one.
-        wanted = [{"get resourceclaims": "list resourceclaims"}.get(read, read) for read in refused] if strategy == "fleet" else refused
+        # Both reads list the claims (a node read too: a claim reserved for no pod holds its devices).
+        wanted = refused
         reader = RefusingReader(NODES, PODS, wanted)
         with pytest.raises(ledger.LedgerError) as raised:
             ledger.read_ledger(reader, node="prod102", strategy=strategy, dra=True)

@@ -286,6 +286,9 @@ class FakeReader:
     def list_device_classes(self):
         return None
 
+    def list_resource_claims(self):
+        return None
+
 
 def test_ledger_is_read_once_the_condition_holds():
     node = {"metadata": {"name": "prod102", "labels": {}}, "spec": {},
