@@ -24,7 +24,7 @@ STATUSES = ("failed", "not_run", "checked", "passed")
 # The order a run goes through; a failure's phase sorts by it.
 PHASES = ("input", "lock", "preflight", "prepare", "probe", "hold", "queue", "release", "cleanup", "report", "run")
 # A role task's name starts with its phase ("Preflight | Refuse a node ..."); these prefixes are not phase names.
-TASK_PHASES = {"delete": "release", "walk": "prepare", "leftovers": "prepare", "node": "preflight"}
+TASK_PHASES = {"delete": "release", "leftovers": "prepare", "node": "preflight"}
 STORY = (("preflight", None), ("hold", "hold_running"), ("queue", "queue_refused"),
          ("release", "release_to_queue_succeeded"), ("cleanup", "delete"))
 MIB = 1024 * 1024
