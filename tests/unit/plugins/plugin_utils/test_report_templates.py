@@ -110,3 +110,26 @@ def test_the_checks_page_url_is_the_collections_documentation():
     assert defaults["gpu_demo_checks_url"] == specs["argument_specs"]["main"]["options"]["gpu_demo_checks_url"]["default"] == CHECKS_URL
     from ansible_collections.gpuops.scheduling.plugins.modules import gpu_demo_summary  # pylint: disable=import-outside-toplevel
     assert yaml.safe_load(gpu_demo_summary.DOCUMENTATION)["options"]["checks_url"]["default"] == CHECKS_URL
+
+
+# A run through NVIDIA's DRA driver on the H200 (docs/evidence/h200-nvidia-both): a DRA node advertises no allocatable
+# for its GPUs and `kubectl describe node` shows no row for them, so the report speaks of devices and claims.
+DRA_PASSED = json.loads((FIXTURES / "h200-dra-passed.json").read_text())
+
+
+@pytest.mark.parametrize("lang, device_words", [
+    ("en", ("device(s) free for the demo", "allocated to claim gpu-operator/", "device(s), 1 allocated: **free 0**")),
+    ("zh", ("可供演示使用的空闲设备", "已分配给 claim gpu-operator/", "设备 1 个，已分配 1 个")),
+])
+def test_a_dra_report_speaks_of_devices_and_claims_not_allocatable(lang, device_words):
+    markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=DRA_PASSED)
+    assert "allocatable gpu.nvidia.com" not in markdown and "describe node" not in markdown
+    assert "可分配数量" not in markdown and "Requests" not in markdown
+    for words in device_words:
+        assert words in markdown
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_device_plugin_report_keeps_the_nodes_allocated_resources(lang):
+    markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=PASSED)
+    assert "kubectl describe node" in markdown and "Requests" in markdown
