@@ -234,7 +234,8 @@ nvidia_dra_driver() {
     nvml=$(ldconfig -p | awk '/libnvidia-ml\.so\.1 / {print $NF; exit}')
     nvml=$(readlink -f "${nvml:?libnvidia-ml.so.1 is neither in the loader cache nor where the plugin looks}")
     namespace_lib="$work/usr-lib64"
-    rm -rf "$namespace_lib" && cp -a /usr/lib64 "$namespace_lib" 2>/dev/null || mkdir -p "$namespace_lib"
+    rm -rf "$namespace_lib"
+    if [ -d /usr/lib64 ]; then cp -a /usr/lib64 "$namespace_lib"; else mkdir -p "$namespace_lib"; fi
     ln -sfn "$nvml" "$namespace_lib/libnvidia-ml.so.1"
     log "libnvidia-ml.so.1 is at $nvml: the plugin's /usr/lib64 is $namespace_lib (its own mount namespace)"
   else

@@ -17,6 +17,7 @@ one foreign change is refused. Topology: default.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 
 import pytest
@@ -282,6 +283,10 @@ def _taints(node: dict, *extra) -> list:
     return list((node.get("spec") or {}).get("taints") or []) + list(extra)
 
 
+def _gate_taint_added(key: str, node: dict) -> tuple:
+    return ("spec", MERGE, {"spec": {"taints": _taints(node, {"key": key, "value": "pending", "effect": "NoSchedule"})}})
+
+
 OURS = {
     "label-set": lambda n: ("metadata", MERGE, {"metadata": {"labels": {LABEL: "running"}}}),
     "label-removed": lambda n: ("metadata", MERGE, {"metadata": {"labels": {LABEL: None}}}),
@@ -289,8 +294,7 @@ OURS = {
     "annotations-removed": lambda n: ("metadata", MERGE, {"metadata": {"annotations": {key: None for key in ANNOTATIONS}}}),
     "condition-set": lambda n: ("status", STRATEGIC, {"status": {"conditions": [_condition(CONDITION, "Unknown")]}}),
     "condition-failed": lambda n: ("status", STRATEGIC, {"status": {"conditions": [_condition(CONDITION, "False")]}}),
-    **{f"gate-taint-added-{key}": (lambda key: lambda n: ("spec", MERGE, {"spec": {"taints": _taints(
-        n, {"key": key, "value": "pending", "effect": "NoSchedule"})}}))(key) for key in GATE_TAINT_KEYS},
+    **{f"gate-taint-added-{key}": functools.partial(_gate_taint_added, key) for key in GATE_TAINT_KEYS},
 }
 
 
