@@ -108,9 +108,10 @@ def test_idle_node(walkthrough):
     assert result["ledger"]["operator"]["running"]["gpu_feature_discovery"] is True
     assert result["ledger"]["pending"] == []
     # One node: the node, its pods, the unscheduled pods, the operator's pods on the node.
-    # The node, its pods, the unscheduled pods, the operator's pods; and for the DRA ledger its ResourceSlices and the
-    # DeviceClasses (its pods use no claim, so no claim is read).
-    assert (result["read_strategy"], result["api_calls"]) == ("node", 6)
+    # The node, its pods, the unscheduled pods, the operator's pods; and for the DRA ledger its ResourceSlices, the
+    # DeviceClasses and one list of the ResourceClaims (a claim allocated on the node but reserved for no pod holds its
+    # device too, and only the claims say so).
+    assert (result["read_strategy"], result["api_calls"]) == ("node", 7)
     assert kubectl_allocated(walkthrough, "prod102") == [0, 0]
 
 
@@ -244,8 +245,9 @@ def test_one_node_reads_only_that_node_and_equals_the_fleet_read(walkthrough, to
             assert by_node["ledger"]["nodes"] == {name: fleet["ledger"]["nodes"][name]}
             assert by_node["ledger"]["pending"] == fleet["ledger"]["pending"]
             assert [(entry["name"], entry["requests"]) for entry in by_node["ledger"]["pending"]] == [("queued-big", {"nvidia.com/gpu": 8})]
-            # With the DRA ledger: + the node's ResourceSlices and the DeviceClasses (node), + three lists (fleet).
-            assert (by_node["api_calls"], forced_fleet["api_calls"]) == (5, 5)
+            # With the DRA ledger: + the node's ResourceSlices, the DeviceClasses and the ResourceClaims (node), + three
+            # lists (fleet).
+            assert (by_node["api_calls"], forced_fleet["api_calls"]) == (6, 5)
             assert by_node["api_bytes"] > 0   # what it saves shows at scale: bench/ledger_big.py
         holders_a1 = fleet["ledger"]["nodes"]["gpu-a1"]["resources"]["nvidia.com/gpu"]["holders"]
         assert [holder["name"] for holder in holders_a1] == ["llm-a1-0"]
