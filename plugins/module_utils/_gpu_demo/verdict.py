@@ -198,7 +198,7 @@ def staleness(verdict, node, pods=None, now=None, max_age=None):
     at = parse_iso(verdict.get("at"))
     now = time.time() if now is None else now
     if max_age and at is not None and now - at > max_age:
-        reasons.append("older than {0:g} h".format(max_age / 3600.0))
+        reasons.append("older than {0:g} h".format(max_age / 3600.0) if max_age >= 3600 else "older than {0:g} s".format(max_age))
     return reasons
 
 
