@@ -182,7 +182,9 @@ event:
     action: Preflight
     reason: GPUPreflightFailed
     type: Warning
-    note: "GPU pre-flight failed at hold (hold_one_gpu_per_unit): 4 unit(s) held but 1 distinct GPU(s) seen; run 20261201t0900-1a2b3c"
+    note: >-
+      GPU pre-flight failed at hold (hold_one_gpu_per_unit): 4 unit(s) held but 1 distinct GPU(s) seen;
+      run 20261201t0900-1a2b3c
 labels:
   description: The label written.
   returned: when the node was found, unless O(state=access)

@@ -168,12 +168,12 @@ def verdict_basis(node, resource, pods=None):
 
 # How each change of the basis reads, in the order people look for causes.
 _CHANGES = (
-    ("boot", lambda old, new: "the node rebooted (boot {0} -> {1})".format(old[:8], new[:8])),
-    ("kubelet", lambda old, new: "the kubelet changed {0} -> {1}".format(old, new)),
-    ("driver", lambda old, new: "the driver changed {0} -> {1}".format(old, new)),
-    ("mig", lambda old, new: "the MIG layout changed {0} -> {1}".format(old, new)),
-    ("plugin_pod", lambda old, new: "the device plugin pod was replaced"),
-    ("allocatable", lambda old, new: "allocatable changed {0} -> {1}".format(old, new)),
+    ("boot", "the node rebooted (boot {0:.8} -> {1:.8})"),
+    ("kubelet", "the kubelet changed {0} -> {1}"),
+    ("driver", "the driver changed {0} -> {1}"),
+    ("mig", "the MIG layout changed {0} -> {1}"),
+    ("plugin_pod", "the device plugin pod was replaced"),
+    ("allocatable", "allocatable changed {0} -> {1}"),
 )
 
 
@@ -194,7 +194,7 @@ def staleness(verdict, node, pods=None, now=None, max_age=None):
                 if key == "plugin_pod" and key not in current:
                     reasons.append("the device plugin pod is gone")
                 else:
-                    reasons.append(sentence(str(recorded[key]), str(current.get(key, "none"))))
+                    reasons.append(sentence.format(str(recorded[key]), str(current.get(key, "none"))))
     at = parse_iso(verdict.get("at"))
     now = time.time() if now is None else now
     if max_age and at is not None and now - at > max_age:

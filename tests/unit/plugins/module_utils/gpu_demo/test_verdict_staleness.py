@@ -29,7 +29,7 @@ def node(name="gpu-a2", boot=BOOT, units="2", labels=None):
 
 def plugin_pod(uid, node_name="gpu-a2", name="nvidia-device-plugin-daemonset-7xk2p"):
     return {"metadata": {"name": name, "namespace": "gpu-operator", "uid": uid,
-                        "labels": {"app": "nvidia-device-plugin-daemonset"}},
+                         "labels": {"app": "nvidia-device-plugin-daemonset"}},
             "spec": {"nodeName": node_name}, "status": {"phase": "Running"}}
 
 
