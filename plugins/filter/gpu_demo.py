@@ -25,7 +25,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
     link_failed_checks,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, run_id
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, freshness, run_id
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import PHASES, judge_walk
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
 
@@ -137,18 +137,21 @@ def gpu_demo_run_claims(objects, run_id, node, pod_uids):
         raise AnsibleFilterError("gpu_demo_run_claims: {0}".format(error)) from error
 
 
-def gpu_demo_fleet_verdicts(nodes, verdicts=None, hosts=None, max_age=86400, max_running=900):
-    """The Nodes as read (None when the cluster could not be read) and the jobs' verdicts -> the summary's inputs."""
+def gpu_demo_fleet_verdicts(nodes, verdicts=None, hosts=None, max_age=86400, max_running=900, pods=None):
+    """The Nodes as read (None when the cluster could not be read), the jobs' verdicts and the device plugins' pods (None
+    when not read) -> the summary's inputs, and each node's freshness (fresh, failed, stale, never...)."""
     if nodes is not None and not isinstance(nodes, list):
         raise AnsibleFilterError("gpu_demo_fleet_verdicts: expects the Nodes as read (a list), or None when they could not be")
-    if not isinstance(verdicts or {}, dict) or not isinstance(hosts or [], list):
-        raise AnsibleFilterError("gpu_demo_fleet_verdicts: verdicts must be a dict by node, hosts a list of node names")
+    if not isinstance(verdicts or {}, dict) or not isinstance(hosts or [], list) or not isinstance(pods or [], list):
+        raise AnsibleFilterError("gpu_demo_fleet_verdicts: verdicts must be a dict by node, hosts a list of node names, "
+                                 "pods a list of pods")
     try:
         names, results, reasons = fleet_inputs(nodes, verdicts=verdicts, hosts=hosts, max_age=float(max_age),
-                                               max_running=float(max_running))
+                                               max_running=float(max_running), pods=pods)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise AnsibleFilterError("gpu_demo_fleet_verdicts: {0}".format(error)) from error
-    return {"hosts": names, "results": results, "not_run_reasons": reasons}
+    return {"hosts": names, "results": results, "not_run_reasons": reasons,
+            "freshness": freshness(names, results, reasons)}
 
 
 def gpu_demo_check_links(checks, base):

@@ -24,6 +24,15 @@ description:
     C(gpuops.scheduling/gpu-preflight-time) (when, RFC 3339) and the annotation C(gpuops.scheduling/gpu-preflight-report)
     (compact JSON: run id, job, failed phase, checks and why, units held, GPUs seen, the occupied window). Written as a
     JSON merge patch of the Node: only these keys change."
+  - "With a verdict, an Event (events.k8s.io/v1) regarding the Node, in namespace C(default) where the kubelet's Node
+    events are and C(kubectl events --for node/NAME) and C(kubectl describe node) find them: reportingController
+    C(gpuops.scheduling/preflight), action C(Preflight), reason C(GPUPreflightPassed) (type Normal),
+    C(GPUPreflightFailed) (Warning; the note names the failed phase and check) or C(GPUPreflightRefused) (Warning; the
+    pre-flight refused the node before testing), the run id in the note. An Event that cannot be created is a warning."
+  - "The report annotation records what the verdict was proven against (C(basis)): the node's bootID, the kubelet's
+    version, the allocatable units of O(resource), the device plugin's pod UID on the node, the NVIDIA driver version
+    and MIG config from GPU Feature Discovery's labels, where present. The fleet summary compares them with the Node as
+    it is now and calls a verdict stale, saying why."
   - Every write names the field manager C(gpuops.scheduling) (C(kubectl get node --show-managed-fields)).
   - With O(remove_taint) and a passed verdict, removes that taint (effect C(NoSchedule)) and no other, with a JSON patch
     that first tests the taint is still where it was read. A failed verdict leaves it. Never cordons, never touches
@@ -45,7 +54,8 @@ options:
       - V(running) marks a run on the node (condition V(Unknown), label V(running)); needs O(run_id).
       - V(verdict) writes the verdict of O(result).
       - V(access) only asks whether this identity may write a verdict (RBAC C(get) and C(patch) on C(nodes),
-        C(patch) on C(nodes/status)) and returns the missing rules.
+        C(patch) on C(nodes/status), C(create) on C(events.k8s.io) C(events) in namespace C(default)) and returns the
+        missing rules.
     type: str
     choices: [running, verdict, access]
     default: verdict
@@ -70,6 +80,9 @@ options:
       - Leave unset when a node-readiness-controller NodeReadinessRule owns the taint; it removes it once the
         condition is V(True).
     type: str
+  event_instance:
+    description: The Event's reportingInstance (who reported it); the controller's host name when unset.
+    type: str
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - ansible.builtin.action_common_attributes
@@ -86,8 +99,9 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - "RBAC: C(get) and C(patch) on C(nodes) and C(patch) on C(nodes/status) (playbooks/preflight_rbac.yml grants
-    them). RBAC cannot narrow a patch to these keys: C(patch) on C(nodes) allows any label or taint. The
+  - "RBAC: C(get) and C(patch) on C(nodes), C(patch) on C(nodes/status), C(list) on C(pods) (the device plugin's pod),
+    C(create) on C(events.k8s.io) C(events) in namespace C(default) (playbooks/preflight_rbac.yml grants them).
+    RBAC cannot narrow a patch to these keys: C(patch) on C(nodes) allows any label or taint. The
     collection's ValidatingAdmissionPolicy (roles/preflight_rbac, C(preflight_rbac_node_policy)) can."
   - A node that does not exist, or a name that is no node name, gets no verdict (a warning says so); the run's own
     checks already refused it.
@@ -142,6 +156,8 @@ verdict:
     gpus: [{uuid: GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76, name: NVIDIA H20, kind: gpu}]
     window: {seconds: 4.2, start: "2026-12-01T09:00:03Z", end: "2026-12-01T09:00:07Z"}
     total_seconds: 12.1
+    basis: {boot: 5d0c7e3a-1f2b-4c55-9a7e-0f1e2d3c4b5a, kubelet: v1.36.3, allocatable: "4",
+            plugin_pod: 0b8f3f5e-6a4c-4c1e-9d1b-2f7a8e9c0d1e, driver: 550.54.15, mig: all-disabled}
 condition:
   description: The condition written (null when the node was not found).
   returned: unless O(state=access)
@@ -153,6 +169,23 @@ condition:
     message: "GPU pre-flight failed at hold (hold_one_gpu_per_unit): 4 unit(s) held but 1 distinct GPU(s) seen; run 20261201t0900-1a2b3c"
     lastHeartbeatTime: "2026-12-01T09:00:12Z"
     lastTransitionTime: "2026-12-01T09:00:12Z"
+event:
+  description: The Event created for the verdict (null with O(state=running), or when it could not be created).
+  returned: when the node was found, unless O(state=access)
+  type: dict
+  sample:
+    apiVersion: events.k8s.io/v1
+    kind: Event
+    metadata: {name: prod102.188d3c2f6b1e2a40, namespace: default}
+    regarding: {apiVersion: v1, kind: Node, name: prod102}
+    reportingController: gpuops.scheduling/preflight
+    reportingInstance: awx-task-0
+    action: Preflight
+    reason: GPUPreflightFailed
+    type: Warning
+    note: >-
+      GPU pre-flight failed at hold (hold_one_gpu_per_unit): 4 unit(s) held but 1 distinct GPU(s) seen;
+      run 20261201t0900-1a2b3c
 labels:
   description: The label written.
   returned: when the node was found, unless O(state=access)

@@ -71,6 +71,13 @@ class NodeRecorder:
         return self.seen
 
 
+def verdict_events(sim, run_id: str, name: str = "prod102") -> list:
+    """The verdict Events (events.k8s.io/v1) on the Node whose note names the run."""
+    found = json.loads(sim.kubectl("get", "events.v1.events.k8s.io", "-n", "default", "-o", "json").stdout)["items"]
+    return [entry for entry in found if entry.get("regarding", {}).get("name") == name
+            and entry.get("reportingController") == "gpuops.scheduling/preflight" and run_id in entry.get("note", "")]
+
+
 def states(seen: list) -> list:
     """The (label, condition status) pairs in the order they appeared, each once in a row."""
     out = []
@@ -120,11 +127,26 @@ def test_the_verdict_lives_on_the_node_through_the_kubelets_updates_and_names_th
     assert (report["state"], report["run_id"], report["units"], len({gpu["uuid"] for gpu in report["gpus"]})) == \
         ("passed", run.result["run_id"], 4, 4)
     assert found["metadata"]["annotations"]["gpuops.scheduling/gpu-preflight-time"] == report["at"]
+    # What it was proven against: this boot of this kubelet, its 4 units, the GPU Operator's device plugin pod on the
+    # node (no GFD driver label on this node).
+    plugin = json.loads(sim.kubectl("get", "pods", "-n", "gpu-operator", "-l", "app=nvidia-device-plugin-daemonset",
+                                    "--field-selector", "spec.nodeName=prod102", "-o", "json").stdout)["items"]
+    assert report["basis"] == {"boot": found["status"]["nodeInfo"]["bootID"], "allocatable": "4",
+                               "kubelet": found["status"]["nodeInfo"]["kubeletVersion"],
+                               "plugin_pod": plugin[0]["metadata"]["uid"]}, report["basis"]
+    # Its Event, where kubectl events and kubectl describe node show the Node's.
+    passed_event = verdict_events(sim, run.result["run_id"])
+    assert [(e["type"], e["reason"], e["reportingController"], e["action"], e["regarding"]["kind"]) for e in passed_event] \
+        == [("Normal", "GPUPreflightPassed", "gpuops.scheduling/preflight", "Preflight", "Node")], passed_event
+    assert passed_event[0]["note"] == ours["message"] and passed_event[0]["metadata"]["namespace"] == "default"
+    listed_events = sim.kubectl("events", "--for", "node/prod102").stdout
+    assert "GPUPreflightPassed" in listed_events and run.result["run_id"] in listed_events, listed_events
     # What people see.
     listed = sim.kubectl("get", "node", "prod102", "-L", LABEL).stdout
     assert listed.split("\n")[0].split()[-1] == "GPU-PREFLIGHT" and listed.split("\n")[1].split()[-1] == "passed", listed
     described = sim.kubectl("describe", "node", "prod102").stdout
     assert CONDITION in described and "PreflightPassed" in described and run.result["run_id"] in described
+    assert "GPUPreflightPassed" in described.split("Events:")[-1], described
     # Written by our field manager, on the Node and on its status; nothing of anyone else's changed.
     managers = {(entry["manager"], entry.get("subresource")) for entry in
                 json.loads(sim.kubectl("get", "node", "prod102", "--show-managed-fields", "-o", "json").stdout)
@@ -164,6 +186,11 @@ def test_the_verdict_lives_on_the_node_through_the_kubelets_updates_and_names_th
     assert found["metadata"]["labels"][LABEL] == "failed"
     report = json.loads(found["metadata"]["annotations"][REPORT])
     assert (report["phase"], report["check"], report["run_id"]) == ("hold", "hold_one_gpu_per_unit", failed.result["run_id"])
+    failed_event = verdict_events(sim, failed.result["run_id"])
+    assert [(e["type"], e["reason"]) for e in failed_event] == [("Warning", "GPUPreflightFailed")], failed_event
+    assert failed_event[0]["note"] == ours["message"]
+    listed_events = sim.kubectl("events", "--for", "node/prod102", "--types=Warning").stdout
+    assert "GPUPreflightFailed" in listed_events and "hold_one_gpu_per_unit" in listed_events, listed_events
     assert conditions(found)["example.com/DiskHealthy"] == other and found["metadata"]["labels"]["team"] == "inference"
     assert not sim.kubectl("get", "pods", "-A", "-l", MANAGED, "-o", "name").stdout.split()
 

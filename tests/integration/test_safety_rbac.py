@@ -12,6 +12,7 @@ the verdict off, and passes with that option. Topology: default.
 """
 from __future__ import annotations
 
+import datetime
 import json
 
 import pytest
@@ -53,7 +54,8 @@ def api_clients(kubeconfig: str) -> dict:
     return {"core": client.CoreV1Api(api_client), "apps": client.AppsV1Api(api_client),
             "scheduling": client.SchedulingV1Api(api_client), "rbac": client.RbacAuthorizationV1Api(api_client),
             "policy": client.PolicyV1Api(api_client),
-            "coordination": client.CoordinationV1Api(api_client), "resource": client.ResourceV1Api(api_client) if hasattr(client, "ResourceV1Api") else None}
+            "coordination": client.CoordinationV1Api(api_client), "events": client.EventsV1Api(api_client),
+            "resource": client.ResourceV1Api(api_client) if hasattr(client, "ResourceV1Api") else None}
 
 
 OURS = {"app.kubernetes.io/managed-by": "gpuops.scheduling"}
@@ -114,6 +116,10 @@ def test_full_playbook_passes_with_only_the_service_account_token(sim, identity)
     assert node.metadata.labels["gpuops.scheduling/gpu-preflight"] == "passed"
     condition, = [c for c in node.status.conditions if c.type == "gpuops.scheduling/GPUPreflightPassed"]
     assert (condition.status, condition.reason) == ("True", "PreflightPassed") and run_id in condition.message
+    # And its Event, created by this identity where kubectl events --for node/NAME finds it.
+    listed = sim.kubectl("events", "--for", f"node/{NODE}").stdout
+    assert "GPUPreflightPassed" in listed and run_id in listed, listed
+    assert "may not" not in output_of(run) and "forbidden" not in output_of(run).lower(), tail(run)
 
 
 @pytest.mark.parametrize("dra_request", ["auto", "claim"])
@@ -335,6 +341,22 @@ CONDITION = "gpuops.scheduling/GPUPreflightPassed"
 GATE_TAINT = {"key": "gpuops.scheduling/gpu-preflight-pending", "effect": "NoSchedule"}
 
 
+def _node_event(labels=None, controller="gpuops.scheduling/preflight", regarding=None) -> dict:
+    """A verdict's Event as gpuops.scheduling.node_verdict creates it, or changed by the arguments."""
+    return {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": f"{NODE}.gpuops-it", "labels": OURS if labels is None else labels},
+            "regarding": regarding or {"apiVersion": "v1", "kind": "Node", "name": NODE},
+            # A datetime with microseconds: the client sends it as the MicroTime the API server parses.
+            "eventTime": datetime.datetime(2026, 12, 1, 9, 0, 0, 1, tzinfo=datetime.timezone.utc),
+            "reportingController": controller,
+            "reportingInstance": "gpuops-it", "action": "Preflight", "reason": "GPUPreflightPassed", "type": "Normal",
+            "note": "GPU pre-flight passed"}
+
+
+def _create_event(api, namespace="default", **changes):
+    return api["events"].create_namespaced_event(namespace, _node_event(**changes), dry_run="All")
+
+
 def _patch_node(api, body, content_type=MERGE, status=False):
     call = api["core"].patch_node_status if status else api["core"].patch_node
     return call(NODE, body, dry_run="All", _content_type=content_type)
@@ -418,13 +440,26 @@ FORBIDDEN = {
     "delete-resourceslices": lambda api: api["resource"].delete_collection_resource_slice(dry_run="All"),
     "delete-resourceclaims-in-default": lambda api: api["resource"].delete_collection_namespaced_resource_claim(
         "default", dry_run="All"),
+    # Events: created in default only, never changed or deleted, never through core/v1; the policy keeps those it may
+    # create to the verdict's own (labelled, reported by the pre-flight, regarding a Node).
+    "create-event-in-gpu-operator": lambda api: _create_event(api, NAMESPACE),
+    "create-event-in-kube-system": lambda api: _create_event(api, "kube-system"),
+    "create-core-event-in-default": lambda api: api["core"].create_namespaced_event("default", {
+        "metadata": {"name": "gpuops-it", "labels": OURS}, "involvedObject": {"kind": "Node", "name": NODE},
+        "reason": "GPUPreflightPassed", "message": "x", "type": "Normal"}, dry_run="All"),
+    "delete-events-in-default": lambda api: api["events"].delete_collection_namespaced_event("default", dry_run="All"),
+    "list-events-in-default": lambda api: api["events"].list_namespaced_event("default"),
+    "create-event-ours-not-labelled": lambda api: _create_event(api, labels={}),
+    "create-event-ours-of-another-controller": lambda api: _create_event(api, controller="kubelet"),
+    "create-event-ours-regarding-a-pod": lambda api: _create_event(api, regarding={
+        "apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "vllm-h20"}),
 }
 
 
 POLICY_REFUSES = {action for action in FORBIDDEN if action.startswith((
     "patch-node-", "create-pod-in-gpu-operator", "create-pod-ours", "delete-pod-device-plugin", "create-lease", "update-lease",
     "delete-lease", "delete-resourceclaim-not-ours", "delete-resourceclaimtemplate-not-ours", "create-resourceclaimtemplate-not",
-    "create-resourceclaimtemplate-whose"))}
+    "create-resourceclaimtemplate-whose", "create-event-ours"))}
 
 
 @pytest.mark.parametrize("action", sorted(FORBIDDEN))
@@ -463,6 +498,7 @@ ALLOWED = {
     "patch-node-status-prod102-verdict-condition": lambda api: _patch_node(
         api, _condition(CONDITION, "Unknown"), STRATEGIC, status=True),
     "patch-node-prod102-gate-taint": lambda api: _patch_node(api, _taints(api, GATE_TAINT)),
+    "create-event-on-the-node-in-default": _create_event,
 }
 
 

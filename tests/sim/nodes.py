@@ -39,6 +39,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import cluster
@@ -47,6 +48,8 @@ import topology as topo
 SIMNODE_SRC = cluster.SIM_SRC / "node"
 FAKE_NVIDIA_SMI = cluster.SIM_SRC / "fake_nvidia_smi.py"
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+# Where the kubelet (cAdvisor) reads the boot id it reports as the Node's bootID.
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 # The mount point for the device plugin's volume-mounts answer: each container given devices that way gets its own
 # folder there, in its own mount namespace (gpuops-simnode container-init).
 DEVICE_LIST_DIR = Path("/var/run/nvidia-container-devices")
@@ -103,6 +106,10 @@ class Node:
         self.real_gpus = bool((spec.get("gpu") or {}).get("nvml"))
 
     # processes, as cluster.start_process names them
+    @property
+    def boot_id_file(self) -> Path:
+        return self.dir / "boot_id"
+
     @property
     def kubelet_process(self) -> str:
         return f"kubelet-{self.name}"
@@ -297,10 +304,14 @@ class Node:
                    f"--kubeconfig={self.sim.kubeconfig}", f"--root-dir={root_dir}",
                    f"--cert-dir={root_dir / 'pki'}", f"--hostname-override={self.name}",
                    f"--node-ip={cluster.LOOPBACK}", "--v=1"]
+        # Each node boots once, with a boot id of its own (the kernel's file, seen through this mount namespace, is what
+        # the kubelet reports as bootID): `simctl.py reboot NODE` gives it a new one and restarts its kubelet.
+        if not self.boot_id_file.exists():
+            self.boot_id_file.write_text(str(uuid.uuid4()) + "\n")
         argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-                'mount --bind "$0" ' + shlex.quote(str(DEVICE_PLUGIN_DIR))
-                + ' && mount --bind "$1" "$1" && mount --make-rshared "$1" && shift && exec "$@"',
-                str(self.dir / "device-plugins"), str(root_dir), *kubelet]
+                'mount --bind "$0" ' + shlex.quote(str(DEVICE_PLUGIN_DIR)) + ' && mount --bind "$1" ' + BOOT_ID_FILE
+                + ' && mount --bind "$2" "$2" && mount --make-rshared "$2" && shift 2 && exec "$@"',
+                str(self.dir / "device-plugins"), str(self.boot_id_file), str(root_dir), *kubelet]
         cluster.start_process(self.sim, self.kubelet_process, argv, marker=f"--root-dir={root_dir}")
         if self.dra:
             self.start_dra_driver(simnode)

@@ -27,6 +27,7 @@ import json
 import shutil
 import sys
 import time
+import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -451,6 +452,16 @@ def restart(sim: cluster.SimDir, component: str, pause: float) -> None:
     say(f"{component} restarted after {pause:.1f}s away")
 
 
+def reboot(sim: cluster.SimDir, node: str) -> None:
+    """The node boots again: a new boot id, its kubelet restarted (which reports it as the Node's bootID, as after a
+    reboot). Pods and the device plugin carry on as they were."""
+    boot_file = sim.run / "nodes" / node / "boot_id"
+    if not boot_file.exists():
+        raise SystemExit(f"[sim] no real-kubelet node {node!r} in this sim ({sim.run / 'nodes'})")
+    boot_file.write_text(str(uuid.uuid4()) + "\n")
+    restart(sim, f"kubelet-{node}", 0.0)
+
+
 def stop_component(sim: cluster.SimDir, component: str) -> None:
     if not (sim.pids / f"{component}.argv.json").exists():
         raise SystemExit(f"[sim] {component} was not started by this sim (started: {', '.join(cluster.started_components(sim))})")
@@ -537,6 +548,7 @@ def main(argv: list) -> int:
     restart_parser = sub.add_parser("restart")
     restart_parser.add_argument("component")
     restart_parser.add_argument("--pause", type=float, default=0.0)
+    sub.add_parser("reboot", help="a new boot id for NODE and its kubelet restarted").add_argument("node")
     sub.add_parser("stop").add_argument("component")
     sub.add_parser("start").add_argument("component")
     flags_parser = sub.add_parser("apiserver-flags", help="restart kube-apiserver with extra flags (none: its own only)")
@@ -561,6 +573,8 @@ def main(argv: list) -> int:
         reset_topology(sim, args.name)
     elif args.command == "restart":
         restart(sim, args.component, args.pause)
+    elif args.command == "reboot":
+        reboot(sim, args.node)
     elif args.command == "stop":
         stop_component(sim, args.component)
     elif args.command == "start":

@@ -26,6 +26,7 @@ import re
 import time
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import result_row
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledger import operator_component
 
 CONDITION_TYPE = "gpuops.scheduling/GPUPreflightPassed"
 LABEL = "gpuops.scheduling/gpu-preflight"
@@ -59,6 +60,21 @@ RUNNING_REASON = "PreflightRunning"
 MESSAGE_LIMIT = 300
 DETAIL_LIMIT = 160
 
+# The Event each verdict leaves on the Node (events.k8s.io/v1), where kubectl describe node and kubectl events look.
+EVENT_CONTROLLER = "gpuops.scheduling/preflight"
+EVENT_ACTION = "Preflight"
+# A Node is cluster-scoped: its Events live in "default", as the kubelet's do, which is where
+# kubectl events --for node/NAME (in the default namespace) and kubectl describe node look for them.
+EVENT_NAMESPACE = "default"
+EVENT_REASONS = {"passed": "GPUPreflightPassed", "failed": "GPUPreflightFailed", "refused": "GPUPreflightRefused"}
+EVENT_NOTE_LIMIT = 1024
+# The labels GPU Feature Discovery puts on a node: the driver's version (newer and older keys) and the MIG layout.
+DRIVER_LABELS = ("nvidia.com/cuda.driver-version.full",)
+DRIVER_PART_LABELS = (("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver.rev"),
+                      ("nvidia.com/cuda.driver-version.major", "nvidia.com/cuda.driver-version.minor",
+                       "nvidia.com/cuda.driver-version.revision"))
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+
 
 class VerdictError(ValueError):
     """Input that is no verdict."""
@@ -81,7 +97,7 @@ def _one_line(text, limit):
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def verdict_of_row(row, at, job=None):
+def verdict_of_row(row, at, job=None, basis=None):
     """A node's summary row (rows.result_row) -> the compact verdict written on the Node and handed to AWX.
 
     Only what a fleet summary needs: the state, the failed phase, check and why, units, GPUs seen, the occupied
@@ -103,14 +119,117 @@ def verdict_of_row(row, at, job=None):
         "total_seconds": row.get("total_seconds"),
         # Gate mode: the startup taint and whether the node carried it (a gate on a node without it lifted nothing).
         "gate": row.get("gate"),
+        "basis": basis,
     }
 
 
-def verdict_of_result(result, at, job=None):
-    """The role's result for a node (``_gpu_demo_result``) -> its verdict."""
+def verdict_of_result(result, at, job=None, basis=None):
+    """The role's result for a node (``_gpu_demo_result``) -> its verdict; ``basis``: what it was proven against."""
     if not isinstance(result, dict) or not result.get("node"):
         raise VerdictError("expects the role's result for a node (a dict with 'node'), got {0!r}".format(type(result).__name__))
-    return verdict_of_row(result_row(result["node"], result), at, job=job)
+    return verdict_of_row(result_row(result["node"], result), at, job=job, basis=basis)
+
+
+def driver_version(labels):
+    """The NVIDIA driver's version from GPU Feature Discovery's labels ('550.54.15'), or None where it put none."""
+    for key in DRIVER_LABELS:
+        if labels.get(key):
+            return str(labels[key])
+    for keys in DRIVER_PART_LABELS:
+        parts = [str(labels[key]) for key in keys if labels.get(key)]
+        if parts and labels.get(keys[0]):
+            return ".".join(parts)
+    return None
+
+
+def device_plugin_pod(pods, node):
+    """The UID of the device plugin's pod on ``node`` (a GPU Operator DaemonSet's pod), or None when it runs none."""
+    for pod in pods or []:
+        metadata = pod.get("metadata") or {}
+        if ((pod.get("spec") or {}).get("nodeName") == node and not metadata.get("deletionTimestamp")
+                and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                and operator_component(pod) == "device_plugin"):
+            return metadata.get("uid")
+    return None
+
+
+def verdict_basis(node, resource, pods=None):
+    """What a verdict is proven against, read from the Node (API dict) and the pods on it: the boot (bootID), the
+    kubelet's version, the allocatable units of ``resource`` (None on a node that hands out no such units: DRA), the
+    device plugin's pod, the driver's version and the MIG layout from the node's labels. Keys absent where unknown."""
+    status = (node or {}).get("status") or {}
+    info = status.get("nodeInfo") or {}
+    labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+    name = ((node or {}).get("metadata") or {}).get("name")
+    basis = {"boot": info.get("bootID"), "kubelet": info.get("kubeletVersion"),
+             "allocatable": (status.get("allocatable") or {}).get(resource) if resource else None,
+             "plugin_pod": device_plugin_pod(pods, name), "driver": driver_version(labels),
+             "mig": labels.get(MIG_CONFIG_LABEL)}
+    return dict((key, value) for key, value in basis.items() if value is not None)
+
+
+# How each change of the basis reads, in the order people look for causes.
+_CHANGES = (
+    ("boot", "the node rebooted (boot {0:.8} -> {1:.8})"),
+    ("kubelet", "the kubelet changed {0} -> {1}"),
+    ("driver", "the driver changed {0} -> {1}"),
+    ("mig", "the MIG layout changed {0} -> {1}"),
+    ("plugin_pod", "the device plugin pod was replaced"),
+    ("allocatable", "allocatable changed {0} -> {1}"),
+)
+
+
+def staleness(verdict, node, pods=None, now=None, max_age=None):
+    """Why a passed or failed ``verdict`` no longer holds of ``node`` as it is now (and the pods on it): a list of
+    sentences, empty when it is fresh. A value the verdict recorded that is gone now, or changed, makes it stale; one it
+    did not record (an older verdict, a label that was not there) is not compared, nor the device plugin's pod when
+    ``pods`` is None (not read). ``max_age``: seconds a verdict holds."""
+    reasons = []
+    recorded = verdict.get("basis") or {}
+    if recorded:
+        current = verdict_basis(node, verdict.get("resource"), pods)
+        for key, sentence in _CHANGES:
+            # Without the pods (not read), the device plugin's pod is not compared.
+            if key == "plugin_pod" and pods is None:
+                continue
+            if key in recorded and current.get(key) != recorded[key]:
+                if key == "plugin_pod" and key not in current:
+                    reasons.append("the device plugin pod is gone")
+                else:
+                    reasons.append(sentence.format(str(recorded[key]), str(current.get(key, "none"))))
+    at = parse_iso(verdict.get("at"))
+    now = time.time() if now is None else now
+    if max_age and at is not None and now - at > max_age:
+        reasons.append("older than {0:g} h".format(max_age / 3600.0) if max_age >= 3600 else "older than {0:g} s".format(max_age))
+    return reasons
+
+
+def event_reason(verdict):
+    """GPUPreflightPassed, GPUPreflightRefused (the pre-flight refused the node before testing), GPUPreflightFailed."""
+    if verdict["state"] == "passed":
+        return EVENT_REASONS["passed"]
+    return EVENT_REASONS["refused" if verdict.get("phase") in ("preflight", "input", "lock") else "failed"]
+
+
+def event(verdict, node, now, instance):
+    """The events.k8s.io/v1 Event of a verdict on ``node`` (the Node as read: its uid ties the Event to this Node).
+
+    Normal for a pass, Warning otherwise; the note is the condition's message (the failed phase, check and why, the run
+    id). ``instance``: who reported it (the controller's host name), as reportingInstance."""
+    metadata = (node or {}).get("metadata") or {}
+    moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
+    return {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        # Unique per verdict, as the kubelet names its Node events: <node>.<hex time>.
+        "metadata": {"name": "{0}.{1:x}".format(metadata.get("name"), int(now * 1e9)), "namespace": EVENT_NAMESPACE,
+                     "labels": {"app.kubernetes.io/managed-by": FIELD_MANAGER}},
+        "regarding": {"apiVersion": "v1", "kind": "Node", "name": metadata.get("name"), "uid": metadata.get("uid")},
+        "eventTime": moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": EVENT_CONTROLLER, "reportingInstance": _one_line(instance, 128) or "unknown",
+        "action": EVENT_ACTION, "reason": event_reason(verdict),
+        "type": "Normal" if verdict["state"] == "passed" else "Warning",
+        "note": _one_line(message(verdict), EVENT_NOTE_LIMIT),
+    }
 
 
 def running_verdict(node, run_id, at, resource=None, job=None):
@@ -227,35 +346,37 @@ def result_of_verdict(verdict):
     }
 
 
-def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_running=900):
+def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_running=900, pods=None):
     """The fleet's state -> (hosts, results, not_run_reasons) for fleet.fleet_summary.
 
     ``nodes``: Node objects (API dicts) as read from the cluster, or None when it could not be read; ``verdicts``:
     {node: verdict} handed over by jobs (AWX artifacts), used for nodes the cluster did not give; ``hosts``: names that
-    must have a row (the inventory). A verdict older than ``max_age`` seconds is stale, a run that started more than
-    ``max_running`` seconds ago and never finished was interrupted: neither counts as a result.
+    must have a row (the inventory); ``pods``: the pods on those nodes (the device plugins' among them), or None when
+    not read. A verdict that no longer holds of its Node (``staleness``: a reboot, a new driver, fewer units, older
+    than ``max_age`` seconds) is stale, a run that started more than ``max_running`` seconds ago and never finished was
+    interrupted: neither counts as a result.
     """
     now = time.time() if now is None else now
-    found = {}
+    found, objects = {}, {}
     for node in nodes or []:
         name = ((node.get("metadata") or {}).get("name"))
         if name:
             found[name] = read_verdict(node)
+            objects[name] = node
     handed = dict(verdicts or {})
     names = sorted(set(found) | set(handed) | set(hosts or []))
     results, reasons = {}, {}
     for name in names:
         if name in found and found[name] is not None:
-            verdict, source = found[name], "node"
+            verdict = found[name]
         elif name in handed and isinstance(handed[name], dict):
-            verdict, source = handed[name], "job"
+            verdict = handed[name]
         else:
             if nodes is not None and name not in found:
                 reasons[name] = "no node {0} in the cluster".format(name)
             else:
                 reasons[name] = "never pre-flighted: node {0} has no verdict".format(name)
             continue
-        del source
         state = verdict.get("state")
         at = parse_iso(verdict.get("at"))
         if state == "unreadable":
@@ -267,14 +388,32 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
                     verdict.get("run_id"), verdict.get("at"))
             else:
                 reasons[name] = "running: run {0} since {1}".format(verdict.get("run_id"), verdict.get("at"))
-        elif state in ("passed", "failed") and at is not None and now - at > max_age:
-            reasons[name] = "stale: {0} at {1} (run {2}), older than {3:g} h".format(
-                state, verdict.get("at"), verdict.get("run_id"), max_age / 3600.0)
         elif state in ("passed", "failed"):
-            results[name] = result_of_verdict(dict(verdict, node=name))
+            # A job's verdict is compared by age only: the node as it is now is what the cluster did not give.
+            why = staleness(verdict if name in objects else dict(verdict, basis=None), objects.get(name), pods,
+                            now=now, max_age=max_age)
+            if why:
+                reasons[name] = "stale: {0} at {1} (run {2}): {3}".format(state, verdict.get("at"), verdict.get("run_id"),
+                                                                          "; ".join(why))
+            else:
+                results[name] = result_of_verdict(dict(verdict, node=name))
         else:
             reasons[name] = "unreadable verdict on node {0}".format(name)
     return names, results, reasons
+
+
+def freshness(names, results, reasons):
+    """fleet_inputs' answer -> {node: fresh|failed|stale|never|running|unreadable}: which nodes a revalidation walks."""
+    states = {}
+    for name in names:
+        if name in results:
+            states[name] = "fresh" if results[name]["passed"] else "failed"
+        else:
+            head = reasons.get(name, "").split(":")[0]
+            states[name] = {"stale": "stale", "running": "running", "interrupted": "stale",
+                            "never pre-flighted": "never", "no node {0} in the cluster".format(name): "absent"}.get(
+                                head, "unreadable")
+    return states
 
 
 def taint_removal(node, key, effect=GATE_TAINT_EFFECT):

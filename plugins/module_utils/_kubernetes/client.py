@@ -230,6 +230,10 @@ class CoreV1Rest:
     def list_namespaced_event(self, namespace, **kwargs):
         return self._call("GET", "/api/v1/namespaces/%s/events" % namespace, **kwargs)
 
+    def create_event(self, namespace, body, **kwargs):
+        """An events.k8s.io/v1 Event (what the verdict leaves on its Node)."""
+        return self._call("POST", "/apis/events.k8s.io/v1/namespaces/%s/events" % namespace, body=body, **kwargs)
+
     # resource.k8s.io/v1 (Dynamic Resource Allocation): the few reads of the DRA ledger.
     def list_resource_slice(self, **kwargs):
         return self._call("GET", "/apis/resource.k8s.io/v1/resourceslices", **kwargs)

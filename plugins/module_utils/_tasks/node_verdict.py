@@ -19,15 +19,19 @@ __metaclass__ = type
 
 import json
 import re
+import socket
 import time
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import (
+    EVENT_NAMESPACE,
     FIELD_MANAGER,
     GATE_TAINT_EFFECT,
     VerdictError,
+    event,
     node_writes,
     running_verdict,
     taint_removal,
+    verdict_basis,
     verdict_of_result,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import (
@@ -58,14 +62,18 @@ ACCESS = (
      "rule": "patch on nodes/status (the condition)"},
     {"verb": "get", "resource": "nodes", "subresource": "",
      "rule": "get on nodes (the current condition and taints)"},
+    {"verb": "create", "resource": "events", "subresource": "", "group": "events.k8s.io", "namespace": EVENT_NAMESPACE,
+     "rule": "create on events.k8s.io events in namespace " + EVENT_NAMESPACE + " (the verdict's Event on the Node)"},
 )
 
 
 def access_reviews(node):
     """The SelfSubjectAccessReviews that say whether this identity may write a verdict on ``node``."""
     return [{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-             "spec": {"resourceAttributes": {"group": "", "resource": rule["resource"], "subresource": rule["subresource"],
-                                             "verb": rule["verb"], "name": node}}} for rule in ACCESS]
+             "spec": {"resourceAttributes": dict(
+                 {"group": rule.get("group", ""), "resource": rule["resource"], "subresource": rule["subresource"],
+                  "verb": rule["verb"]}, **({"namespace": rule["namespace"]} if "namespace" in rule else {"name": node}))}}
+            for rule in ACCESS]
 
 
 def missing_rules(answers):
@@ -99,6 +107,18 @@ class NodeVerdict:
                 answers.append(json.loads(self.api.create_self_subject_access_review(review).data))
         return missing_rules(answers)
 
+    def pods(self):
+        """The pods on the node (the device plugin's among them), as kubectl describe node reads them."""
+        with explain_api_errors("list the pods on node {0}".format(self.node), self.host):
+            return json.loads(self.api.list_pod_for_all_namespaces(
+                field_selector="spec.nodeName={0}".format(self.node)).data).get("items") or []
+
+    def record(self, body):
+        """Create the verdict's Event (events.k8s.io/v1)."""
+        with explain_api_errors("create the verdict's Event for node {0} in namespace {1}".format(
+                self.node, body["metadata"]["namespace"]), self.host):
+            return json.loads(self.api.create_event(body["metadata"]["namespace"], body).data)
+
     def write(self, writes):
         with explain_api_errors("write the pre-flight condition on node {0} (nodes/status)".format(self.node), self.host):
             self.api.patch_node_status(self.node, writes["status"], STRATEGIC, field_manager=FIELD_MANAGER)
@@ -131,6 +151,7 @@ OPTIONS = dict(
     resource=dict(type="str", default="nvidia.com/gpu"),
     job=dict(type="str"),
     remove_taint=dict(type="str"),
+    event_instance=dict(type="str"),
 )
 
 
@@ -165,14 +186,31 @@ def run(params, check_mode, warn):
             # Nothing to write on: the run's own checks already say the node is not there.
             warn("node {0} not found: no verdict written on it".format(node))
             return dict(changed=False, node_found=False, verdict=verdict, condition=None, taint_removed=False)
+        if params["state"] == "verdict":
+            # What the verdict holds of: the Node as it is now and its device plugin's pod; a later read compares them.
+            try:
+                pods = writer.pods()
+            except K8sApiError as error:
+                warn("{0}: the verdict records no device plugin pod".format(error))
+                pods = None
+            verdict["basis"] = verdict_basis(current, verdict.get("resource"), pods)
         writes = node_writes(verdict, current, now)
         removing = bool(params["remove_taint"]) and verdict["state"] == "passed"
         would_remove = removing and taint_removal(current, params["remove_taint"], GATE_TAINT_EFFECT) is not None
+        recorded = event(verdict, current, now, params["event_instance"] or socket.gethostname()) \
+            if params["state"] == "verdict" else None
         result = dict(changed=True, node_found=True, verdict=verdict, condition=writes["status"]["status"]["conditions"][0],
-                      labels=writes["metadata"]["metadata"]["labels"], taint_removed=would_remove)
+                      labels=writes["metadata"]["metadata"]["labels"], taint_removed=would_remove, event=recorded)
         if check_mode:
             return result
         written = writer.write(writes)
+        if recorded is not None:
+            try:
+                writer.record(recorded)
+            except K8sApiError as error:
+                # The verdict is on the Node; an Event that could not be created is said, not fatal.
+                warn(str(error))
+                result["event"] = None
         if removing:
             result["taint_removed"] = writer.remove_taint(written, params["remove_taint"], GATE_TAINT_EFFECT)
         return result

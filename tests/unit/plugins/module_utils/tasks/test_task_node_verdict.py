@@ -34,6 +34,7 @@ class FakeApi:
         self.calls = []
         self.allowed = allowed
         self.race = race
+        self.event_refused = False
 
     def read_node(self, name):
         self.calls.append(("GET", name))
@@ -58,6 +59,18 @@ class FakeApi:
                 raise ApiException(status=422, reason="Unprocessable Entity")
             del taints[int(remove["path"].rsplit("/", 1)[1])]
         return Response(self.node)
+
+    def list_pod_for_all_namespaces(self, **kwargs):
+        self.calls.append(("LIST pods", kwargs.get("field_selector")))
+        return Response({"items": [{"metadata": {"name": "nvidia-device-plugin-daemonset-7xk2p", "uid": "uid-plugin",
+                                                 "labels": {"app": "nvidia-device-plugin-daemonset"}},
+                                    "spec": {"nodeName": "gpu-a2"}, "status": {"phase": "Running"}}]})
+
+    def create_event(self, namespace, body, **kwargs):
+        self.calls.append(("POST event", namespace, body))
+        if self.event_refused:
+            raise ApiException(status=403, reason="Forbidden")
+        return Response(body)
 
     def create_self_subject_access_review(self, body):
         attributes = body["spec"]["resourceAttributes"]
@@ -101,12 +114,32 @@ def test_the_verdict_goes_to_the_status_as_a_strategic_merge_and_to_the_node_as_
     assert [entry["type"] for entry in status[3]["status"]["conditions"]] == ["gpuops.scheduling/GPUPreflightPassed"]
     assert metadata[1:3] == ("application/merge-patch+json", "gpuops.scheduling")
     assert metadata[3]["metadata"]["labels"] == {"gpuops.scheduling/gpu-preflight": "passed"}
+    # What it was proven against, in the report annotation; then its Event, after the Node says it.
+    written = json.loads(metadata[3]["metadata"]["annotations"]["gpuops.scheduling/gpu-preflight-report"])
+    assert written["basis"] == {"plugin_pod": "uid-plugin"}
+    assert ("LIST pods", "spec.nodeName=gpu-a2") in fake.calls
+    event, = [call for call in fake.calls if call[0] == "POST event"]
+    assert fake.calls.index(event) > fake.calls.index(metadata) and event[1] == "default"
+    assert (event[2]["reason"], event[2]["type"], event[2]["regarding"]["name"]) == ("GPUPreflightPassed", "Normal", "gpu-a2")
+    assert result["event"] == event[2]
+
+
+def test_an_event_that_cannot_be_created_is_a_warning_and_the_verdict_stands(api):
+    fake = api(FakeApi(a_node()))
+    fake.event_refused = True
+    warnings = []
+    result = node_verdict.run(params(result=NOT_READY, event_instance="awx-task-0"), False, warnings.append)
+    assert result["changed"] and result["condition"]["status"] == "False" and result["event"] is None
+    assert len(warnings) == 1 and "create the verdict's Event for node gpu-a2 in namespace default" in warnings[0]
+    assert [call[2]["reportingInstance"] for call in fake.calls if call[0] == "POST event"] == ["awx-task-0"]
 
 
 def test_check_mode_reads_and_writes_nothing(api):
     fake = api(FakeApi(a_node([{"key": GATE, "effect": "NoSchedule"}])))
     result = node_verdict.run(params(result=PASSED, remove_taint=GATE), True, lambda message: None)
-    assert result["changed"] and result["taint_removed"] and [call[0] for call in fake.calls] == ["GET"]
+    # Reads only: the Node and its pods (what the verdict would be proven against); no patch, no Event.
+    assert result["changed"] and result["taint_removed"] and [call[0] for call in fake.calls] == ["GET", "LIST pods"]
+    assert result["event"]["reason"] == "GPUPreflightPassed"
 
 
 def test_a_missing_node_gets_no_verdict_and_a_warning(api):
