@@ -49,6 +49,7 @@ STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 TAINT_ATTEMPTS = 5
+REPORT_CONFIGMAP_ANNOTATION = "gpuops.scheduling/gpu-preflight-report-configmap"
 
 # What writing a verdict needs, as RBAC rules (and how the refusal names them).
 ACCESS = (
@@ -166,6 +167,11 @@ def run(params, check_mode, warn):
             warn("node {0} not found: no verdict written on it".format(node))
             return dict(changed=False, node_found=False, verdict=verdict, condition=None, taint_removed=False)
         writes = node_writes(verdict, current, now)
+        # The report kept in the cluster (the role's report_store.yml), as <namespace>/<name>.
+        stored = (params["result"] or {}).get("report_configmap") if params["state"] == "verdict" else None
+        if stored:
+            writes["metadata"]["metadata"]["annotations"][REPORT_CONFIGMAP_ANNOTATION] = "{0}/{1}".format(
+                stored["namespace"], stored["name"])
         removing = bool(params["remove_taint"]) and verdict["state"] == "passed"
         would_remove = removing and taint_removal(current, params["remove_taint"], GATE_TAINT_EFFECT) is not None
         result = dict(changed=True, node_found=True, verdict=verdict, condition=writes["status"]["status"]["conditions"][0],
