@@ -7,6 +7,7 @@ Topology: default.
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 
 import pytest
 from test_gpu_demo import run_demo
@@ -66,6 +67,11 @@ def test_each_run_keeps_its_report_and_the_fourth_with_three_kept_leaves_the_thr
     assert row["report_configmap"] == f"{NAMESPACE}/{names[3]}"
     assert f"kubectl get configmap -n {NAMESPACE} {names[3]} -o yaml" in (
         tmp_path / "3" / f"gpu-demo-fleet-{runs[3].result['run_id']}.md").read_text()
+    # Beside it, the run as JUnit XML: the node's suite, a case per check of its report.
+    junit = ET.parse(tmp_path / "3" / f"gpu-demo-fleet-{runs[3].result['run_id']}.junit.xml").getroot()
+    suite, = junit.findall("testsuite")
+    assert suite.get("name") == "prod102" and suite.get("failures") == "0"
+    assert [case.get("name") for case in suite.findall("testcase")] == [check["id"] for check in runs[3].result["checks"]]
 
 
 def test_without_the_verdict_nothing_is_kept_in_the_cluster(sim, clean, tmp_path):
