@@ -125,7 +125,7 @@ options:
   pushgateway_url:
     description:
       - Push each tested node's metrics to this Prometheus Pushgateway, grouped by C(job) and C(node) (a push that
-        adds: a failed node keeps its group's last success time). Needs the Python library C(prometheus-client).
+        adds, so that a failed node keeps its group's last success time). Needs the Python library C(prometheus-client).
       - A push that fails is reported (RV(metrics.push_error) and a warning) and never fails the task.
     type: str
   pushgateway_job:
