@@ -24,6 +24,8 @@ description:
     C(gpuops.scheduling/gpu-preflight-time) (when, RFC 3339) and the annotation C(gpuops.scheduling/gpu-preflight-report)
     (compact JSON: run id, job, failed phase, checks and why, units held, GPUs seen, the occupied window). Written as a
     JSON merge patch of the Node: only these keys change."
+  - "With a result that names its report kept in the cluster (C(report_configmap)), the annotation
+    C(gpuops.scheduling/gpu-preflight-report-configmap) (C(<namespace>/<name>)) too."
   - Every write names the field manager C(gpuops.scheduling) (C(kubectl get node --show-managed-fields)).
   - With O(remove_taint) and a passed verdict, removes that taint (effect C(NoSchedule)) and no other, with a JSON patch
     that first tests the taint is still where it was read. A failed verdict leaves it. Never cordons, never touches

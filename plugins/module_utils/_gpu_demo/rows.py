@@ -147,8 +147,9 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHEC
            "check_url": None, "reason": None, "message": None, "task": None, "resource": None, "allocation": None, "run_id": None,
            "units": None, "gpus": [], "window": None,
            "vllm": {"checked": False, "before": None, "after": None, "healthy_before": None, "healthy_after": None},
-           "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "report_configmap": None, "checks": [],
+           "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "checks": [],
            "steps": [], "timeline": None}
+    row["report_configmap"] = None
     if isinstance(result, dict) and result:
         failed = [check for check in result.get("checks") or [] if not check.get("passed")]
         error = result.get("failure") or {}
