@@ -126,7 +126,7 @@ options:
     description:
       - Push each tested node's metrics to this Prometheus Pushgateway, grouped by C(job) and C(node) (a push that
         adds, so that a failed node keeps its group's last success time). Needs the Python library C(prometheus-client).
-      - A push that fails is reported (RV(metrics.push_error) and a warning) and never fails the task.
+      - A push that fails is reported (C(push_error) in RV(metrics), and a warning) and never fails the task.
     type: str
   pushgateway_job:
     description: The Pushgateway's C(job) label.
