@@ -10,7 +10,7 @@ SIM       := $(PY) tests/sim/simctl.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 
-.PHONY: help setup browser sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo report-example bench bench-scale profile build device-bundle
+.PHONY: help setup browser pushgateway sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo report-example bench bench-scale profile build device-bundle
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -51,7 +51,10 @@ sim-unit: ## Go tests of the simulated node's device plugin and runtime (tests/s
 browser: ## Headless Chromium for the summary page's browser test (apt-installs Debian's chromium when missing)
 	@bash tests/browser.sh
 
-integration: sim-up browser ## Integration tests, in parallel on one simulated cluster per worker (GPUOPS_TEST_WORKERS: how many)
+pushgateway: ## Prometheus Pushgateway for the metrics test (apt-installs Debian's prometheus-pushgateway when missing)
+	@bash tests/pushgateway.sh
+
+integration: sim-up browser pushgateway ## Integration tests, in parallel on one simulated cluster per worker (GPUOPS_TEST_WORKERS: how many)
 	@$(PY) -m pytest -q -n auto tests/integration
 
 test-newest: sim-build ## The newest supported stack (Python 3.13, ansible-core 2.21, kubernetes.core 6.6.0): unit tests and the focused integration set (tests/stack.sh)

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The summary of a gpu_demo run over many nodes, written on the controller (JSON, Markdown, HTML).
+"""The summary of a gpu_demo run over many nodes, written on the controller (JSON, Markdown, HTML, JUnit XML).
 
 Thin: the rows, counts and what the pages show come from plugin_utils/gpu_demo_fleet.py, the pages from the role's
 templates fleet.md.j2 and fleet.html.j2 (plugin_utils/report_templates.py); the files are written as report_files
@@ -33,6 +33,8 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import failure_sentence
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import job_stat_key, verdict_of_row
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo_fleet import fleet_summary, machine_readable, render_json
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.junit import junit_xml
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.metrics import previous_successes, push, textfile
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
 ARGUMENT_SPEC = dict(
@@ -50,6 +52,9 @@ ARGUMENT_SPEC = dict(
     write=dict(type="bool", default=True),
     checks_url=dict(type="str", default=CHECKS_URL),
     nothing_tested=dict(type="str"),
+    metrics_textfile=dict(type="path"),
+    pushgateway_url=dict(type="str"),
+    pushgateway_job=dict(type="str", default="gpu_preflight"),
 )
 FILE_MODE = 0o644
 
@@ -80,6 +85,29 @@ class ActionModule(ActionBase):
             failures.setdefault(host, facts.get(args["failure_fact"]))
         return results, failures
 
+    @staticmethod
+    def _metrics(args, summary, result):
+        """The textfile (its failure fails the task, as a summary file's does) and the push (reported, never fatal)."""
+        path = args["metrics_textfile"]
+        if path:
+            path = os.path.abspath(path)
+            try:
+                with open(path, encoding="utf-8") as earlier:
+                    previous = previous_successes(earlier.read())
+            except (OSError, UnicodeDecodeError):
+                previous = {}
+            try:
+                write_atomically(path, textfile(summary, previous).encode("utf-8"), FILE_MODE)
+            except OSError as error:
+                raise AnsibleActionFail("cannot write the metrics textfile %s: %s" % (path, to_native(error)))
+            result["metrics"]["textfile"] = path
+            result["changed"] = True
+        if args["pushgateway_url"]:
+            pushed = push(summary, args["pushgateway_url"], job=args["pushgateway_job"])
+            result["metrics"].update(pushed=pushed["pushed"], push_error=pushed["error"])
+            if pushed["error"]:
+                result.setdefault("warnings", []).append(pushed["error"] + "; the run's verdicts stand")
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
@@ -102,12 +130,15 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("cannot summarise the run: %s" % to_native(error))
         base = "gpu-demo-fleet-%s" % run_id
         files = {"json": os.path.join(directory, base + ".json"), "markdown": os.path.join(directory, base + ".md"),
-                 "html": os.path.join(directory, base + ".html")}
+                 "html": os.path.join(directory, base + ".html"), "junit": os.path.join(directory, base + ".junit.xml")}
         # The AWX job (one per slice of a sliced job), else this run: its set_stats keys are its own.
         job_id = args["job"] or run_id
         job = {"id": job_id, "verdicts_key": job_stat_key(job_id), "summary_key": job_stat_key(job_id, "gpu_demo_fleet_j")}
         result.update(changed=False, files={}, summary=machine_readable(summary), verdicts=verdicts, job=job,
                       failed_hosts=dict((row["host"], failure_sentence(row)) for row in summary["rows"] if row["status"] == "failed"))
+        result["metrics"] = {"textfile": None, "pushed": [], "push_error": None}
+        if not self._task.check_mode:
+            self._metrics(args, summary, result)
         if not args["write"]:
             return result
         try:
@@ -115,6 +146,8 @@ class ActionModule(ActionBase):
                 {"name": base + ".json", "content": render_json(summary)},
                 {"name": base + ".md", "content": fleet_markdown(summary)},
                 {"name": base + ".html", "content": fleet_html(summary)},
+                # For CI systems: a test suite per node, a test case per check.
+                {"name": base + ".junit.xml", "content": junit_xml(summary, results)},
             ])
         except ReportFilesError as error:
             raise AnsibleActionFail(to_native(error))

@@ -25,6 +25,11 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
     link_failed_checks,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report_store import (
+    ReportStoreError,
+    configmap,
+    to_prune,
+)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, freshness, run_id
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import PHASES, judge_walk
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
@@ -177,6 +182,22 @@ def gpu_demo_run_id(given=None):
     return run_id(given)
 
 
+def gpu_demo_report_configmap(result, name, json_text, markdown_text, lang="en", written_at=""):
+    """The run's result and its JSON and Markdown texts -> the ConfigMap that keeps them in the cluster."""
+    try:
+        return configmap(result, name, json_text, markdown_text, lang=lang, written_at=written_at)
+    except (ReportStoreError, TypeError, AttributeError) as error:
+        raise AnsibleFilterError("gpu_demo_report_configmap: {0}".format(error)) from error
+
+
+def gpu_demo_reports_to_prune(configmaps, kept, current=None):
+    """A node's report ConfigMaps (listed by label) -> the names of the oldest, so that ``kept`` remain."""
+    try:
+        return to_prune(configmaps, kept, current)
+    except (ReportStoreError, TypeError, ValueError, AttributeError, KeyError) as error:
+        raise AnsibleFilterError("gpu_demo_reports_to_prune: {0}".format(error)) from error
+
+
 class FilterModule(object):
     """The gpu_demo role's private filters."""
 
@@ -194,4 +215,6 @@ class FilterModule(object):
             "gpu_demo_check_links": gpu_demo_check_links,
             "gpu_demo_report": gpu_demo_report,
             "gpu_demo_run_id": gpu_demo_run_id,
+            "gpu_demo_report_configmap": gpu_demo_report_configmap,
+            "gpu_demo_reports_to_prune": gpu_demo_reports_to_prune,
         }

@@ -113,6 +113,25 @@ options:
       - Write the files; with V(false) the summary is only returned (the role's O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_write_report)).
     type: bool
     default: true
+  metrics_textfile:
+    description:
+      - Write the run's metrics to this file in the text format of node_exporter's textfile collector (atomically;
+        name it C(*.prom) in the collector's directory). Per node (label C(node)) C(gpuops_gpu_preflight_passed),
+        C(_last_run_end_timestamp_seconds), C(_last_success_timestamp_seconds), C(_occupied_window_seconds) and
+        C(_failed_checks); per run C(gpuops_gpu_preflight_nodes) by C(outcome).
+      - A node that failed keeps the last success time the file held before.
+      - Written also with O(write=false); not in check mode.
+    type: path
+  pushgateway_url:
+    description:
+      - Push each tested node's metrics to this Prometheus Pushgateway, grouped by C(job) and C(node) (a push that
+        adds, so that a failed node keeps its group's last success time). Needs the Python library C(prometheus-client).
+      - A push that fails is reported (C(push_error) in RV(metrics), and a warning) and never fails the task.
+    type: str
+  pushgateway_job:
+    description: The Pushgateway's C(job) label.
+    type: str
+    default: gpu_preflight
 attributes:
   check_mode:
     support: full
@@ -154,6 +173,14 @@ files:
     json: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.json
     markdown: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.md
     html: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.html
+    junit: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.junit.xml
+metrics:
+  description:
+    - The metrics textfile written (null without O(metrics_textfile)), the nodes pushed to the Pushgateway, and why a
+      push failed (null when it did not).
+  returned: always
+  type: dict
+  sample: {textfile: /var/lib/node_exporter/textfile/gpu_preflight.prom, pushed: [prod102], push_error: null}
 job:
   description:
     - The AWX job (O(job)), else the run (O(run_id)), and the C(set_stats) keys of its own that hold its verdicts

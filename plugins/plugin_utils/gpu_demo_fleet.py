@@ -58,6 +58,7 @@ TEXT = {
         "step_failed": "failed", "step_skipped": "not reached", "filter": "Filter", "only_failures": "failures only",
         "sort_hint": "Failures first; click a column to sort.", "read_on_node": "on the node", "read_in_hold": "in the hold pods",
         "back": "back to the table", "no_report": "no per-node report (the node failed before it)",
+        "in_cluster": "Kept in the cluster",
         "allocation": "GPUs through", "allocation_device_plugin": "device plugin", "allocation_dra": "DRA",
         "allocation_dra_extended_resource": "DRA (extended resource)", "check_help": "what this check proves, and what to do",
     },
@@ -82,6 +83,7 @@ TEXT = {
         "step_failed": "未通过", "step_skipped": "未进行", "filter": "筛选", "only_failures": "只看未通过",
         "sort_hint": "未通过的排在前面；点列名排序。", "read_on_node": "在节点上读取", "read_in_hold": "在占卡 Pod 里读取",
         "back": "回到表格", "no_report": "没有单节点报告（节点在报告之前就失败了）",
+        "in_cluster": "集群中保存的报告",
         "allocation": "分配方式", "allocation_device_plugin": "设备插件", "allocation_dra": "DRA",
         "allocation_dra_extended_resource": "DRA（扩展资源）", "check_help": "这项检查证明什么、未通过时怎么办",
     },
@@ -333,6 +335,9 @@ def _row_view(index, row, words, lang, run_start, run_span):
         "lanes": _lanes_drawing(row.get("timeline")),
         # The Markdown table's link to the node's story.
         "story": quote(row["reports"]["markdown"]) if row["reports"].get("markdown") else None,
+        # The report kept in the cluster: the kubectl command that reads it.
+        "in_cluster": ("kubectl get configmap -n {0} {1} -o yaml".format(*row["report_configmap"].split("/", 1))
+                       if row.get("report_configmap") else None),
     }
 
 

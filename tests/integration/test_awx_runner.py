@@ -86,8 +86,8 @@ class Job:
                          if path.is_file() and path.name != "command")
 
 
-def run_job(awx, sim, name: str, survey: dict, host: str = NODE, check: bool = False) -> Job:
-    """Lay out a private data dir as AWX does and run playbooks/gpu_demo.yml in it with ansible-runner."""
+def lay_out(awx, sim, name: str, survey: dict, host: str = NODE, check: bool = False) -> Path:
+    """A private data dir laid out as AWX does for playbooks/gpu_demo.yml."""
     private_data_dir = awx["dir"] / name
     (private_data_dir / "project").mkdir(parents=True)
     shutil.copytree(CHECKOUT / "playbooks", private_data_dir / "project" / "playbooks")
@@ -101,6 +101,12 @@ def run_job(awx, sim, name: str, survey: dict, host: str = NODE, check: bool = F
         "K8S_AUTH_VERIFY_SSL": "True", "ANSIBLE_COLLECTIONS_PATHS": str(awx["collections"]),
         "ANSIBLE_COLLECTIONS_PATH": str(awx["collections"])}))
     (private_data_dir / "env" / "cmdline").write_text("-vvv" + (" --check" if check else ""))
+    return private_data_dir
+
+
+def run_job(awx, sim, name: str, survey: dict, host: str = NODE, check: bool = False) -> Job:
+    """Lay out a private data dir as AWX does and run playbooks/gpu_demo.yml in it with ansible-runner."""
+    private_data_dir = lay_out(awx, sim, name, survey, host, check)
     process = subprocess.run([str(VENV_BIN / "ansible-runner"), "run", str(private_data_dir), "-p", "playbooks/gpu_demo.yml",
                               "--ident", name, "-q"], capture_output=True, text=True, env=awx["env"], timeout=600, check=False)
     return Job(private_data_dir, name, process)
@@ -199,3 +205,39 @@ def test_check_job_type_creates_nothing(sim, awx):
     assert dry_runs and all(event["event_data"]["res"]["changed"] for event in dry_runs)
     assert_no_secret(job, awx)
     assert demo_pods(core_api(sim.kubeconfig)) == []
+
+
+def test_job_streamed_to_an_execution_node_keeps_its_report_in_the_cluster(sim, awx):
+    """As AWX runs a job on an execution node: `ansible-runner transmit` on the controller, `ansible-runner worker` in a
+    folder of its own (deleted when the job ends), `ansible-runner process` back on the controller; only the stream
+    comes back. The node's report is read back from the cluster, and the verdicts are in the processed artifacts."""
+    run_id = new_run_id("awx")
+    name = "job-streamed"
+    # Laid out as for a local job, then only streamed: the worker never sees this folder.
+    private_data_dir = lay_out(awx, sim, name, survey(awx, run_id))
+    runner = str(VENV_BIN / "ansible-runner")
+    transmit = subprocess.run([runner, "transmit", str(private_data_dir), "-p", "playbooks/gpu_demo.yml", "--ident", name],
+                              capture_output=True, env=awx["env"], timeout=120, check=False)
+    assert transmit.returncode == 0, transmit.stderr[-2000:]
+    worker_dir = awx["dir"] / "execution-node" / name
+    worker = subprocess.run([runner, "worker", "--private-data-dir", str(worker_dir), "--delete"], input=transmit.stdout,
+                            capture_output=True, env=awx["env"], timeout=600, check=False)
+    assert worker.returncode == 0, worker.stderr[-2000:]
+    assert not worker_dir.exists(), "the worker's folder outlived the job"
+    processed_dir = awx["dir"] / (name + "-processed")
+    processed_dir.mkdir()
+    process = subprocess.run([runner, "process", str(processed_dir), "--ident", name], input=worker.stdout,
+                             capture_output=True, env=awx["env"], timeout=120, check=False)
+    assert process.returncode == 0, process.stderr.decode(errors="replace")[-2000:]
+    job = Job(processed_dir, name, subprocess.CompletedProcess(process.args, process.returncode, "", ""))
+    assert (job.status, job.rc) == ("successful", 0), job.stdout[-4000:]
+    result = job.stats()["artifact_data"]["gpu_demo"][NODE]
+    assert result["passed"] is True and result["run_id"] == run_id, result.get("failed_checks")
+    # The report, read back from the cluster: the Node names it, and it holds the verdict the artifacts hold.
+    admin = core_api(sim.kubeconfig)
+    named = admin.read_node(NODE).metadata.annotations["gpuops.scheduling/gpu-preflight-report-configmap"]
+    assert named == f"{NAMESPACE}/{result['report_configmap']['name']}"
+    stored = admin.read_namespaced_config_map(result["report_configmap"]["name"], NAMESPACE)
+    kept = json.loads(stored.data["report.json"])
+    assert (kept["run_id"], kept["passed"], kept["checks"]) == (run_id, True, result["checks"])
+    assert_no_secret(job, awx)

@@ -28,7 +28,8 @@ SERVICE_ACCOUNT = "gpuops-preflight"
 ACCOUNT = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 POLICY_SAYS = "may change on a Node only the label gpuops.scheduling/gpu-preflight"
 LABEL = "gpuops.scheduling/gpu-preflight"
-ANNOTATIONS = ("gpuops.scheduling/gpu-preflight-time", "gpuops.scheduling/gpu-preflight-report")
+ANNOTATIONS = ("gpuops.scheduling/gpu-preflight-time", "gpuops.scheduling/gpu-preflight-report",
+               "gpuops.scheduling/gpu-preflight-report-configmap")
 CONDITION = "gpuops.scheduling/GPUPreflightPassed"
 GATE_TAINT_KEYS = ("gpuops.scheduling/gpu-preflight-pending", "readiness.k8s.io/gpu-preflight-pending")
 JSON_PATCH = "application/json-patch+json"
@@ -292,6 +293,9 @@ OURS = {
     "label-removed": lambda n: ("metadata", MERGE, {"metadata": {"labels": {LABEL: None}}}),
     "annotations-set": lambda n: ("metadata", MERGE, {"metadata": {"annotations": {key: "x" for key in ANNOTATIONS}}}),
     "annotations-removed": lambda n: ("metadata", MERGE, {"metadata": {"annotations": {key: None for key in ANNOTATIONS}}}),
+    # The report kept in the cluster, named alone (as node_verdict writes it with the other two).
+    "report-configmap-annotation-set": lambda n: ("metadata", MERGE, {"metadata": {"annotations": {
+        "gpuops.scheduling/gpu-preflight-report-configmap": "gpu-operator/gpu-preflight-report-prod102-r1"}}}),
     "condition-set": lambda n: ("status", STRATEGIC, {"status": {"conditions": [_condition(CONDITION, "Unknown")]}}),
     "condition-failed": lambda n: ("status", STRATEGIC, {"status": {"conditions": [_condition(CONDITION, "False")]}}),
     **{f"gate-taint-added-{key}": functools.partial(_gate_taint_added, key) for key in GATE_TAINT_KEYS},

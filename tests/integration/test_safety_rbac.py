@@ -72,10 +72,16 @@ def _lease(name, labels=None):
             "spec": {"holderIdentity": "gpuops-it", "leaseDurationSeconds": 10}}
 
 
+def _configmap(name, labels=None):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels or {}},
+            "data": {"report.json": "{}"}}
+
+
 # Objects in the demo namespace that are not the pre-flight's (another tool's lock, claim and template), and a lock of
 # its own: the token may write its own, never these.
 FOREIGN = {"lease": "gpuops-it-other-lock", "claim": "gpuops-it-other-claim", "template": "gpuops-it-other-template",
-           "our_lease": "gpuops-preflight-gpuops-it"}
+           "our_lease": "gpuops-preflight-gpuops-it", "configmap": "gpuops-it-other-config",
+           "our_configmap": "gpu-preflight-report-gpuops-it"}
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +90,9 @@ def foreign(sim, identity):  # pylint: disable=unused-argument
              "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}}
     objects = [dict(_lease(FOREIGN["lease"]), metadata={"name": FOREIGN["lease"], "namespace": NAMESPACE}),
                dict(_lease(FOREIGN["our_lease"]), metadata={"name": FOREIGN["our_lease"], "namespace": NAMESPACE, "labels": OURS}),
-               claim, dict(_claim_template(FOREIGN["template"]), metadata={"name": FOREIGN["template"], "namespace": NAMESPACE})]
+               claim, dict(_claim_template(FOREIGN["template"]), metadata={"name": FOREIGN["template"], "namespace": NAMESPACE}),
+               _configmap(FOREIGN["configmap"], {"gpuops.scheduling/report": "gpu-preflight"}),
+               _configmap(FOREIGN["our_configmap"], dict(OURS, **{"gpuops.scheduling/report": "gpu-preflight"}))]
     listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
     sim.kubectl("apply", "-f", "-", input=listed)
     yield FOREIGN
@@ -120,6 +128,11 @@ def test_full_playbook_passes_with_only_the_service_account_token(sim, identity)
     listed = sim.kubectl("events", "--for", f"node/{NODE}").stdout
     assert "GPUPreflightPassed" in listed and run_id in listed, listed
     assert "may not" not in output_of(run) and "forbidden" not in output_of(run).lower(), tail(run)
+    # Its report is kept in the demo namespace, created by this identity, and the Node names it.
+    stored = node.metadata.annotations["gpuops.scheduling/gpu-preflight-report-configmap"]
+    assert stored == f"{NAMESPACE}/{report['report_configmap']['name']}" and run_id in stored
+    kept = admin.read_namespaced_config_map(report["report_configmap"]["name"], NAMESPACE)
+    assert json.loads(kept.data["report.json"]) == report
 
 
 @pytest.mark.parametrize("dra_request", ["auto", "claim"])
@@ -387,6 +400,16 @@ FORBIDDEN = {
     "create-deployment-in-gpu-operator": _create_deployment,
     "create-configmap-in-gpu-operator": lambda api: api["core"].create_namespaced_config_map(
         NAMESPACE, {"metadata": {"name": "gpuops-it"}, "data": {"a": "b"}}, dry_run="All"),
+    # The reports kept in the cluster: only its own ConfigMaps, only created and deleted, only in the demo namespace.
+    "create-configmap-in-default": lambda api: api["core"].create_namespaced_config_map(
+        "default", _configmap("gpuops-it", OURS), dry_run="All"),
+    "update-configmap-ours": lambda api: api["core"].patch_namespaced_config_map(
+        FOREIGN["our_configmap"], NAMESPACE, {"data": {"report.json": "[]"}}, dry_run="All"),
+    "delete-configmap-not-ours": lambda api: api["core"].delete_namespaced_config_map(
+        FOREIGN["configmap"], NAMESPACE, dry_run="All"),
+    "delete-configmap-kube-root-ca": lambda api: api["core"].delete_namespaced_config_map(
+        "kube-root-ca.crt", NAMESPACE, dry_run="All"),
+    "list-configmaps-everywhere": lambda api: api["core"].list_config_map_for_all_namespaces(),
     "create-pod-in-default": lambda api: api["core"].create_namespaced_pod("default", _pod("gpuops-it"), dry_run="All"),
     "delete-pod-in-default-vllm": lambda api: api["core"].delete_namespaced_pod("vllm-h20", "default", dry_run="All"),
     "evict-pod-vllm": _evict,
@@ -459,7 +482,8 @@ FORBIDDEN = {
 POLICY_REFUSES = {action for action in FORBIDDEN if action.startswith((
     "patch-node-", "create-pod-in-gpu-operator", "create-pod-ours", "delete-pod-device-plugin", "create-lease", "update-lease",
     "delete-lease", "delete-resourceclaim-not-ours", "delete-resourceclaimtemplate-not-ours", "create-resourceclaimtemplate-not",
-    "create-resourceclaimtemplate-whose", "create-event-ours"))}
+    "create-resourceclaimtemplate-whose", "create-event-ours", "create-configmap-in-gpu-operator",
+    "delete-configmap"))}
 
 
 @pytest.mark.parametrize("action", sorted(FORBIDDEN))
@@ -499,6 +523,14 @@ ALLOWED = {
         api, _condition(CONDITION, "Unknown"), STRATEGIC, status=True),
     "patch-node-prod102-gate-taint": lambda api: _patch_node(api, _taints(api, GATE_TAINT)),
     "create-event-on-the-node-in-default": _create_event,
+    "create-configmap-ours": lambda api: api["core"].create_namespaced_config_map(
+        NAMESPACE, _configmap("gpu-preflight-report-gpuops-it-2", OURS), dry_run="All"),
+    "delete-configmap-ours": lambda api: api["core"].delete_namespaced_config_map(
+        FOREIGN["our_configmap"], NAMESPACE, dry_run="All"),
+    "list-configmaps-in-gpu-operator": lambda api: api["core"].list_namespaced_config_map(
+        NAMESPACE, label_selector="gpuops.scheduling/report=gpu-preflight"),
+    "patch-node-prod102-report-configmap-annotation": lambda api: _patch_node(api, {"metadata": {"annotations": {
+        "gpuops.scheduling/gpu-preflight-report-configmap": "gpu-operator/gpu-preflight-report-gpuops-it"}}}),
 }
 
 

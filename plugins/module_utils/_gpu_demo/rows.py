@@ -149,6 +149,7 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHEC
            "vllm": {"checked": False, "before": None, "after": None, "healthy_before": None, "healthy_after": None},
            "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "checks": [],
            "steps": [], "timeline": None, "gate": None}
+    row["report_configmap"] = None
     if isinstance(result, dict) and result:
         # A check not judged (passed None) follows from the failed one: it is no failure of its own.
         failed = [check for check in result.get("checks") or [] if check.get("passed") is False]
@@ -179,6 +180,8 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHEC
             memory_outside_ledger=_memory_outside_ledger(result), started_at=result.get("started_at"),
             total_seconds=_seconds((result.get("durations") or {}).get("total")),
             reports={kind: _relative(path, report_dir) for kind, path in sorted(files.items()) if path},
+            # The report kept in the cluster, as <namespace>/<name> (the Node's annotation names the same).
+            report_configmap="{namespace}/{name}".format(**result["report_configmap"]) if result.get("report_configmap") else None,
             # The failed ones only: the per-node report has every check.
             checks=[{"id": check.get("id"), "phase": check.get("phase"), "detail": check.get("detail"),
                      "url": check.get("url") or check_url(checks_url, check.get("id"))} for check in failed],

@@ -53,6 +53,7 @@ STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 TAINT_ATTEMPTS = 5
+REPORT_CONFIGMAP_ANNOTATION = "gpuops.scheduling/gpu-preflight-report-configmap"
 
 # What writing a verdict needs, as RBAC rules (and how the refusal names them).
 ACCESS = (
@@ -195,6 +196,11 @@ def run(params, check_mode, warn):
                 pods = None
             verdict["basis"] = verdict_basis(current, verdict.get("resource"), pods)
         writes = node_writes(verdict, current, now)
+        # The report kept in the cluster (the role's report_store.yml), as <namespace>/<name>.
+        stored = (params["result"] or {}).get("report_configmap") if params["state"] == "verdict" else None
+        if stored:
+            writes["metadata"]["metadata"]["annotations"][REPORT_CONFIGMAP_ANNOTATION] = "{0}/{1}".format(
+                stored["namespace"], stored["name"])
         removing = bool(params["remove_taint"]) and verdict["state"] == "passed"
         would_remove = removing and taint_removal(current, params["remove_taint"], GATE_TAINT_EFFECT) is not None
         recorded = event(verdict, current, now, params["event_instance"] or socket.gethostname()) \

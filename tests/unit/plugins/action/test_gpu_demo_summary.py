@@ -62,7 +62,7 @@ def test_check_mode_writes_nothing_then_a_run_writes_the_three_files(tmp_path):
     assert completed.returncode == 0, completed.stdout + completed.stderr
     reports = tmp_path / "reports"
     assert result["changed"] and result["files"] == {kind: str(reports / ("gpu-demo-fleet-t1." + ext)) for kind, ext in
-                                                     (("json", "json"), ("markdown", "md"), ("html", "html"))}
+                                                     (("json", "json"), ("markdown", "md"), ("html", "html"), ("junit", "junit.xml"))}
     assert json.loads((reports / "gpu-demo-fleet-t1.json").read_text())["rows"][0]["host"] == "bad-input"
     assert (reports / "gpu-demo-fleet-t1.md").read_text().startswith("# GPU 调度预检：3 个节点")
     page = (reports / "gpu-demo-fleet-t1.html").read_text()
