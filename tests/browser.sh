@@ -22,18 +22,9 @@ for name in chromium chromium-browser; do
   fi
 done
 
-if ! command -v apt-get >/dev/null 2>&1; then
-  log "no chromium on PATH and no apt-get: install Chromium, or set GPUOPS_CHROMIUM to its binary" >&2
-  exit 1
-fi
-if [ "$(id -u)" -eq 0 ]; then
-  as_root=()
-elif command -v sudo >/dev/null 2>&1; then
-  as_root=(sudo -n)
-else
-  log "no chromium on PATH, and installing it needs root (or sudo): apt-get install chromium" >&2
-  exit 1
-fi
+# shellcheck source=as_root.sh
+. "$(dirname "$0")/as_root.sh"
+as_root_for chromium
 # The packages are kept in ~/.cache/gpuops-browser/<distribution>-<architecture>/chromium-<version>/ and installed
 # from there the next time (no index update, no download): the newest kept version for this distribution.
 started=$SECONDS

@@ -51,6 +51,7 @@ func writeFaults(t *testing.T, path, faults string) {
 // The kubeletplugin helper registers the health service, and names it in GetInfo, only for a driver that implements it.
 var _ drahealth.DRAResourceHealthServer = &draDriver{}
 
+// healthOf is a DRA health report as pool/device -> health and message.
 func healthOf(report *drahealth.NodeWatchResourcesResponse) map[string]string {
 	health := map[string]string{}
 	for _, device := range report.Devices {
@@ -129,22 +130,15 @@ func TestListAndWatchSendsTheListAgainWhenADeviceTurnsUnhealthy(t *testing.T) {
 	stream := newRecordingStream[pluginapi.ListAndWatchResponse](ctx)
 	go func() { _ = p.ListAndWatch(&pluginapi.Empty{}, stream) }()
 
-	healthOf := func(response *pluginapi.ListAndWatchResponse) map[string]string {
-		health := map[string]string{}
-		for _, device := range response.Devices {
-			health[device.ID] = device.Health
-		}
-		return health
-	}
-	if got := healthOf(stream.next(t, time.Second)); got["GPU-a"] != pluginapi.Healthy || got["GPU-b"] != pluginapi.Healthy {
+	if got := listedHealth(stream.next(t, time.Second)); got["GPU-a"] != pluginapi.Healthy || got["GPU-b"] != pluginapi.Healthy {
 		t.Errorf("first list: %v", got)
 	}
 	writeFaults(t, p.faultsFile, `{"unhealthy": ["GPU-b"]}`)
-	if got := healthOf(stream.next(t, 2*time.Second)); got["GPU-a"] != pluginapi.Healthy || got["GPU-b"] != pluginapi.Unhealthy {
+	if got := listedHealth(stream.next(t, 2*time.Second)); got["GPU-a"] != pluginapi.Healthy || got["GPU-b"] != pluginapi.Unhealthy {
 		t.Errorf("after the fault: %v", got)
 	}
 	writeFaults(t, p.faultsFile, `{}`)
-	if got := healthOf(stream.next(t, 2*time.Second)); got["GPU-b"] != pluginapi.Healthy {
+	if got := listedHealth(stream.next(t, 2*time.Second)); got["GPU-b"] != pluginapi.Healthy {
 		t.Errorf("healed: %v", got)
 	}
 }
@@ -161,28 +155,30 @@ func TestADeviceUnhealthyOnceAllocatedTurnsUnhealthyWhenTheKubeletAllocatesIt(t 
 	stream := newRecordingStream[pluginapi.ListAndWatchResponse](ctx)
 	go func() { _ = p.ListAndWatch(&pluginapi.Empty{}, stream) }()
 
-	healthOf := func(response *pluginapi.ListAndWatchResponse) map[string]string {
-		health := map[string]string{}
-		for _, device := range response.Devices {
-			health[device.ID] = device.Health
-		}
-		return health
-	}
-	if got := healthOf(stream.next(t, time.Second)); got["GPU-b"] != pluginapi.Healthy {
+	if got := listedHealth(stream.next(t, time.Second)); got["GPU-b"] != pluginapi.Healthy {
 		t.Errorf("before the allocation: %v", got)
 	}
 	allocate(t, p, "GPU-a")
 	select {
 	case response := <-stream.sent:
-		t.Errorf("another device's allocation sent the list again: %v", healthOf(response))
+		t.Errorf("another device's allocation sent the list again: %v", listedHealth(response))
 	case <-time.After(100 * time.Millisecond):
 	}
 	allocate(t, p, "GPU-b")
-	if got := healthOf(stream.next(t, time.Second)); got["GPU-a"] != pluginapi.Healthy || got["GPU-b"] != pluginapi.Unhealthy {
+	if got := listedHealth(stream.next(t, time.Second)); got["GPU-a"] != pluginapi.Healthy || got["GPU-b"] != pluginapi.Unhealthy {
 		t.Errorf("after its allocation: %v", got)
 	}
 	writeFaults(t, p.faultsFile, `{}`)
-	if got := healthOf(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); got["GPU-b"] != pluginapi.Healthy {
+	if got := listedHealth(&pluginapi.ListAndWatchResponse{Devices: p.devices()}); got["GPU-b"] != pluginapi.Healthy {
 		t.Errorf("healed: %v", got)
 	}
+}
+
+// listedHealth is a ListAndWatch response as device ID -> health.
+func listedHealth(response *pluginapi.ListAndWatchResponse) map[string]string {
+	health := map[string]string{}
+	for _, device := range response.Devices {
+		health[device.ID] = device.Health
+	}
+	return health
 }
