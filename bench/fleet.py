@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -42,14 +43,23 @@ def run_fleet(count: int, forks: int, sim: dict, workdir: Path) -> dict:
     inventory_file.write_text(yaml.safe_dump(inventory(count, sim, workdir / "reports")))
     subprocess.run([*SIMCTL, "topology", str(topology_file)], check=True, stdout=subprocess.DEVNULL)
     env = {**os.environ, "ANSIBLE_CONFIG": str(CHECKOUT / "ansible.cfg"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
-    started = time.monotonic()
+    started, cpu_before = time.monotonic(), children_cpu_seconds()
     result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "playbooks/gpu_demo.yml", "-i", str(inventory_file),
                              "-e", "gpu_demo_parallel=true", "--forks", str(min(forks, count))],
                             cwd=CHECKOUT, env=env, capture_output=True, text=True, check=False)
-    seconds = time.monotonic() - started
+    seconds, cpu_seconds = time.monotonic() - started, children_cpu_seconds() - cpu_before
     if result.returncode != 0:
         raise RuntimeError(f"fleet of {count} failed:\n{failures(result.stdout)}")
-    return {"nodes": count, "forks": min(forks, count), "seconds": seconds, "nodes_per_minute": count * 60 / seconds}
+    return {"nodes": count, "forks": min(forks, count), "seconds": seconds, "nodes_per_minute": count * 60 / seconds,
+            "controller_cpu_seconds": cpu_seconds, "controller_cpu_seconds_per_node": cpu_seconds / count}
+
+
+def children_cpu_seconds() -> float:
+    """CPU time (user + system) of the finished child processes: ansible-playbook, its forks and every module they
+    ran (kubernetes.core.k8s runs as a process of its own on the controller). The simulated cluster's processes are
+    not ours and do not count."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def failures(output: str) -> str:

@@ -29,7 +29,7 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_files imp
     unchanged,
     write_atomically,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import failure_sentence
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import job_stat_key, verdict_of_row
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo_fleet import fleet_summary, machine_readable, render_json

@@ -16,13 +16,13 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import link_failed_checks
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import choose_allocation, run_objects
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.cleanup import judge_cleanup
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import (
     demo_timeline,
     hold_evidence,
     hold_summary,
-    link_failed_checks,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report_store import (

@@ -26,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is not supported by the collection, this keeps sanity's import test quiet
     from urllib import quote
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL, check_url
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL, check_url
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import (
     PHASES,
     STATUSES,

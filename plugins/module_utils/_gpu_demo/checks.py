@@ -19,6 +19,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+# Where each check is explained (docs/checks.md, one heading per check id): galaxy.yml's documentation URL with the
+# page's name; the role's gpu_demo_checks_url and the summary's checks_url default to it (a unit test keeps them equal).
+CHECKS_URL = "https://example.invalid/gpuops/scheduling/blob/main/docs/checks.md"
+
 # The order a run goes through.
 PHASES = ("preflight", "hold", "queue", "release", "cleanup")
 
@@ -80,3 +84,21 @@ def not_judged(check_id, cause):
     if check_id not in PHASE_OF:
         raise UnknownCheck("check id {0!r} is not in plugins/module_utils/_gpu_demo/checks.py".format(check_id))
     return {"id": check_id, "phase": PHASE_OF[check_id], "passed": None, "detail": "not judged: {0}".format(cause)}
+
+
+def check_url(base, check_id):
+    """The link to a check's entry on the checks page: ``<base>#<check_id>`` (None without a base or an id, and for
+    a base that is not an http(s) URL: a report never carries a javascript: or data: link)."""
+    if not base or not check_id or not str(base).lower().startswith(("https://", "http://")):
+        return None
+    return "{0}#{1}".format(base, check_id)
+
+
+def link_failed_checks(checks, base):
+    """The checks, each failed one with ``url``, its entry on the checks page (reports live on a controller, not in
+    the collection: the link is absolute)."""
+    linked = []
+    for check in checks or []:
+        url = None if check.get("passed") is not False else check_url(base, check.get("id"))
+        linked.append(dict(check, url=url) if url else dict(check))
+    return linked

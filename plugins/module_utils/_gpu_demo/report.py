@@ -28,9 +28,6 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._node.nvidia_smi
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import in_life_order, iso, parse_time
 
 MIB = 1024 * 1024
-# Where each check is explained (docs/checks.md, one heading per check id): galaxy.yml's documentation URL with the
-# page's name; the role's gpu_demo_checks_url and the summary's checks_url default to it (a unit test keeps them equal).
-CHECKS_URL = "https://example.invalid/gpuops/scheduling/blob/main/docs/checks.md"
 # `nvidia-smi --query-gpu=uuid,memory.used,memory.total --format=csv,noheader`:
 # "GPU-0a9c..., 86016 MiB, 97871 MiB"
 _MEMORY_ROW = re.compile(r"^\s*(?:GPU|MIG)-[^,\s]+\s*,\s*[^,]+,\s*[^,]+$")
@@ -419,21 +416,3 @@ def _window_report(window, start):
         return None
     return {"start": iso(window["start"]), "end": iso(window["end"]), "seconds": window["seconds"],
             "start_offset": round(window["start"] - start, 3), "end_offset": round(window["end"] - start, 3)}
-
-
-def check_url(base, check_id):
-    """The link to a check's entry on the checks page: ``<base>#<check_id>`` (None without a base or an id, and for
-    a base that is not an http(s) URL: a report never carries a javascript: or data: link)."""
-    if not base or not check_id or not str(base).lower().startswith(("https://", "http://")):
-        return None
-    return "{0}#{1}".format(base, check_id)
-
-
-def link_failed_checks(checks, base):
-    """The checks, each failed one with ``url``, its entry on the checks page (reports live on a controller, not in
-    the collection: the link is absolute)."""
-    linked = []
-    for check in checks or []:
-        url = None if check.get("passed") is not False else check_url(base, check.get("id"))
-        linked.append(dict(check, url=url) if url else dict(check))
-    return linked

@@ -18,7 +18,7 @@ __metaclass__ = type
 
 import posixpath
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL, check_url
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL, check_url
 
 STATUSES = ("failed", "not_run", "checked", "passed")
 # The order a run goes through; a failure's phase sorts by it.

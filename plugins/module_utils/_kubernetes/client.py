@@ -167,8 +167,7 @@ _QUERY_NAMES = {
     "resource_version_match": "resourceVersionMatch", "watch": "watch", "timeout_seconds": "timeoutSeconds",
     "allow_watch_bookmarks": "allowWatchBookmarks", "limit": "limit", "_continue": "continue", "dry_run": "dryRun",
     "container": "container", "tail_lines": "tailLines", "timestamps": "timestamps", "since_seconds": "sinceSeconds",
-    "limit_bytes": "limitBytes", "previous": "previous", "grace_period_seconds": "gracePeriodSeconds",
-    "propagation_policy": "propagationPolicy", "field_manager": "fieldManager",
+    "limit_bytes": "limitBytes", "previous": "previous", "field_manager": "fieldManager",
 }
 
 
@@ -218,12 +217,6 @@ class CoreV1Rest:
     def list_namespaced_pod(self, namespace, **kwargs):
         return self._call("GET", "/api/v1/namespaces/%s/pods" % namespace, **kwargs)
 
-    def create_namespaced_pod(self, namespace, body, **kwargs):
-        return self._call("POST", "/api/v1/namespaces/%s/pods" % namespace, body=body, **kwargs)
-
-    def delete_namespaced_pod(self, name, namespace, body=None, **kwargs):
-        return self._call("DELETE", "/api/v1/namespaces/%s/pods/%s" % (namespace, name), body=_plain(body), **kwargs)
-
     def read_namespaced_pod_log(self, name, namespace, **kwargs):
         return self._call("GET", "/api/v1/namespaces/%s/pods/%s/log" % (namespace, name), accept="*/*", **kwargs)
 
@@ -248,13 +241,6 @@ class CoreV1Rest:
         """coordination.k8s.io/v1 Leases: GET/PUT/DELETE one (``name``), or POST a new one; ``timeout``: seconds."""
         path = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % namespace
         return self._call(method, path + ("/%s" % name if name else ""), body=body, _request_timeout=timeout)
-
-
-def _plain(body):
-    """Request bodies as plain dicts (a V1DeleteOptions, say, becomes its JSON form)."""
-    if body is None or isinstance(body, dict):
-        return body
-    return body.to_dict() if hasattr(body, "to_dict") else body
 
 
 @contextlib.contextmanager

@@ -22,8 +22,8 @@ The API names pods by namespace and name but not UID; the checkpoint the other w
 allocation carries what its source knows and ``None`` for the rest; the reconciliation joins them.
 
 No generated protobuf code, so nothing needs protoc or the protobuf package: grpcio's generic API
-(``channel.unary_unary(path, request_serializer=...)``) carries bytes, and the few messages are
-written and read by the small wire-format codec below. Field numbers
+(``channel.unary_unary(path, request_serializer=...)``) carries bytes: the small wire-format codec below
+writes the requests and reads the answers (the kubelet's half, for tests, is tests/unit/kubelet_pod_resources.py). Field numbers
 (k8s.io/kubelet/pkg/apis/podresources/v1/api.proto)::
 
     ListPodResourcesRequest      {}
@@ -85,11 +85,6 @@ def _varint(value):
     return bytes(encoded)
 
 
-def _varint_field(number, value):
-    # proto3 leaves out a scalar equal to its default (0).
-    return _varint(number << 3 | _WIRE_VARINT) + _varint(value) if value else b""
-
-
 def _bytes_field(number, payload):
     return _varint(number << 3 | _WIRE_LENGTH) + _varint(len(payload)) + payload
 
@@ -97,26 +92,6 @@ def _bytes_field(number, payload):
 def _string_field(number, text):
     # proto3 leaves out a string equal to its default ("").
     return _bytes_field(number, text.encode("utf-8")) if text else b""
-
-
-def _encode_devices(devices):
-    """``{resource_name, device_ids, numa_nodes}`` -> ContainerDevices; no ``numa_nodes``, no topology."""
-    payload = _string_field(1, devices.get("resource_name"))
-    payload += b"".join(_bytes_field(2, device.encode("utf-8")) for device in devices.get("device_ids") or [])
-    numa_nodes = devices.get("numa_nodes")
-    if numa_nodes:
-        payload += _bytes_field(3, b"".join(_bytes_field(1, _varint_field(1, node)) for node in numa_nodes))
-    return payload
-
-
-def _encode_pod(pod):
-    """``{name, namespace, containers: [{name, devices: [...]}]}`` -> PodResources."""
-    payload = _string_field(1, pod.get("name")) + _string_field(2, pod.get("namespace"))
-    for container in pod.get("containers") or []:
-        container_payload = _string_field(1, container.get("name"))
-        container_payload += b"".join(_bytes_field(2, _encode_devices(devices)) for devices in container.get("devices") or [])
-        payload += _bytes_field(3, container_payload)
-    return payload
 
 
 def encode_empty_request(_request=None):
@@ -127,21 +102,6 @@ def encode_empty_request(_request=None):
 def encode_get_request(request):
     """``{pod_namespace, pod_name}`` -> GetPodResourcesRequest."""
     return _string_field(1, request.get("pod_name")) + _string_field(2, request.get("pod_namespace"))
-
-
-def encode_list_response(pods):
-    """Pods (see ``_encode_pod``) -> ListPodResourcesResponse: what a kubelet answers ``List`` with."""
-    return b"".join(_bytes_field(1, _encode_pod(pod)) for pod in pods)
-
-
-def encode_get_response(pod):
-    """One pod -> GetPodResourcesResponse."""
-    return _bytes_field(1, _encode_pod(pod))
-
-
-def encode_allocatable_response(devices):
-    """ContainerDevices entries -> AllocatableResourcesResponse (devices only, no CPUs or memory)."""
-    return b"".join(_bytes_field(1, _encode_devices(entry)) for entry in devices)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,12 +202,6 @@ def decode_list_response(data):
 def decode_get_response(data):
     """GetPodResourcesResponse -> the pod's allocations."""
     return decode_list_response(data)  # the same field number and message as List's
-
-
-def decode_get_request(data):
-    """GetPodResourcesRequest -> ``{pod_name, pod_namespace}`` (what a server reads)."""
-    fields = dict(_fields(data))
-    return {"pod_name": _text(fields.get(1, b"")), "pod_namespace": _text(fields.get(2, b""))}
 
 
 def decode_allocatable_response(data):

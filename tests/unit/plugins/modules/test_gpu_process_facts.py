@@ -14,6 +14,7 @@ from concurrent import futures
 from pathlib import Path
 from types import SimpleNamespace
 
+import kubelet_pod_resources as kubelet_side
 import pytest
 
 from ansible.module_utils.testing import patch_module_args
@@ -279,8 +280,8 @@ def test_allocations_from_the_kubelets_pod_resources_api(node, capsys, monkeypat
     hold = {"name": "gpu-demo-hold", "namespace": "gpu-operator", "containers": [
         {"name": "hold", "devices": [{"resource_name": "nvidia.com/gpu", "device_ids": [H200_UUID], "numa_nodes": [0]}]}]}
     answers = {
-        "List": lambda request, context: _pod_resources.encode_list_response([hold]),
-        "GetAllocatableResources": lambda request, context: _pod_resources.encode_allocatable_response(
+        "List": lambda request, context: kubelet_side.encode_list_response([hold]),
+        "GetAllocatableResources": lambda request, context: kubelet_side.encode_allocatable_response(
             [{"resource_name": "nvidia.com/gpu", "device_ids": [H200_UUID], "numa_nodes": [0]}]),
     }
     directory = tempfile.mkdtemp(prefix="pr")  # short: unix socket paths are limited to 108 bytes

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import phase_of_task
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import CHECKS_URL
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 

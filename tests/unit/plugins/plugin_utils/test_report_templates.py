@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import (
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import (
     CHECKS_URL, check_url, link_failed_checks)
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import TEMPLATES, render
 

@@ -19,6 +19,7 @@ from concurrent import futures
 from pathlib import Path
 
 import grpc
+import kubelet_pod_resources as kubelet_side
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._node import pod_resources as pr
@@ -71,17 +72,17 @@ def test_decode_recorded_list_response():
 
 def test_encoder_writes_what_the_official_runtime_writes():
     pods = CODEC["input"]["list"]
-    assert pr.encode_list_response(pods) == CODEC_BYTES["list"]
-    assert pr.encode_get_response(pods[0]) == CODEC_BYTES["get_response"]
+    assert kubelet_side.encode_list_response(pods) == CODEC_BYTES["list"]
+    assert kubelet_side.encode_get_response(pods[0]) == CODEC_BYTES["get_response"]
     assert pr.encode_get_request(CODEC["input"]["get_request"]) == CODEC_BYTES["get_request"]
-    assert pr.encode_allocatable_response(CODEC["input"]["allocatable"]) == CODEC_BYTES["allocatable_devices_only"]
+    assert kubelet_side.encode_allocatable_response(CODEC["input"]["allocatable"]) == CODEC_BYTES["allocatable_devices_only"]
     assert pr.encode_empty_request() == b""
 
 
 def test_decoder_reads_what_the_official_runtime_writes():
     assert pr.decode_list_response(CODEC_BYTES["list"]) == MIG_NODE
     assert pr.decode_get_response(CODEC_BYTES["get_response"]) == MIG_NODE[:1]
-    assert pr.decode_get_request(CODEC_BYTES["get_request"]) == CODEC["input"]["get_request"]
+    assert kubelet_side.decode_get_request(CODEC_BYTES["get_request"]) == CODEC["input"]["get_request"]
     # One ContainerDevices per device, joined per resource; the CPU IDs and memory are skipped.
     assert pr.decode_allocatable_response(CODEC_BYTES["allocatable"]) == MIG_NODE_ALLOCATABLE
     assert pr.decode_allocatable_response(CODEC_BYTES["allocatable_devices_only"]) == MIG_NODE_ALLOCATABLE
@@ -89,14 +90,14 @@ def test_decoder_reads_what_the_official_runtime_writes():
 
 def test_numa_nodes_and_large_values_round_trip():
     devices = {"resource_name": "nvidia.com/gpu", "device_ids": [A100], "numa_nodes": [0, 1, 300, -1]}
-    encoded = pr.encode_allocatable_response([devices])
+    encoded = kubelet_side.encode_allocatable_response([devices])
     assert pr._decode_devices(next(pr._fields(encoded))[1]) == devices
     assert len(pr._varint(-1)) == 10 and pr._read_varint(pr._varint(2**63 - 1), 0) == (2**63 - 1, 9)
 
 
 def test_empty_messages():
     assert pr.decode_list_response(b"") == [] and pr.decode_allocatable_response(b"") == {}
-    assert pr.decode_get_request(b"") == {"pod_name": "", "pod_namespace": ""}
+    assert kubelet_side.decode_get_request(b"") == {"pod_name": "", "pod_namespace": ""}
 
 
 @pytest.mark.parametrize("data", [LIST_BYTES[:-3], b"\x0a\xff", b"\x0a", b"\x0b\x00", b"\x0a\x02\x08\x01", b"\x09\x00"])
@@ -134,18 +135,18 @@ class Kubelet:
 
     def _list(self, request, context):
         self._answer(pr.LIST, request, context)
-        return pr.encode_list_response(self.pods)
+        return kubelet_side.encode_list_response(self.pods)
 
     def _allocatable(self, request, context):
         self._answer(pr.ALLOCATABLE, request, context)
-        return pr.encode_allocatable_response(self.allocatable)
+        return kubelet_side.encode_allocatable_response(self.allocatable)
 
     def _get(self, request, context):
         self._answer(pr.GET, request, context)
-        wanted = pr.decode_get_request(request)
+        wanted = kubelet_side.decode_get_request(request)
         for pod in self.pods:
             if (pod["namespace"], pod["name"]) == (wanted["pod_namespace"], wanted["pod_name"]):
-                return pr.encode_get_response(pod)
+                return kubelet_side.encode_get_response(pod)
         context.abort(grpc.StatusCode.UNKNOWN, "pod %s in namespace %s not found" % (wanted["pod_name"], wanted["pod_namespace"]))
 
     def stop(self):
@@ -178,7 +179,7 @@ def test_client_lists_allocatable_and_gets(kubelet):
     # The requests on the wire: the two empty messages, and Get's namespace and name.
     assert [name for name, _request in server.requests] == [pr.LIST, pr.ALLOCATABLE, pr.GET]
     assert server.requests[0][1] == server.requests[1][1] == b""
-    assert pr.decode_get_request(server.requests[2][1]) == {"pod_namespace": "ml", "pod_name": "trainer-0"}
+    assert kubelet_side.decode_get_request(server.requests[2][1]) == {"pod_namespace": "ml", "pod_name": "trainer-0"}
 
 
 def test_read_allocations_through_grpcio(kubelet):
