@@ -64,7 +64,6 @@ CHECKS = (
 )
 
 PHASE_OF = dict((check_id, phase) for check_id, phase, _title in CHECKS)
-TITLE_OF = dict((check_id, title) for check_id, _phase, title in CHECKS)
 
 
 class UnknownCheck(ValueError):

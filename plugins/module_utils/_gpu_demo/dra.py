@@ -22,9 +22,6 @@ __metaclass__ = type
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
 
 ALLOCATIONS = ("auto", "device_plugin", "dra")
-# How the demo pods ask for a device through DRA: their own claims (of the run's templates), or plain extended resource
-# requests the scheduler serves through a DeviceClass with extendedResourceName; auto: the latter where a class does.
-DRA_REQUESTS = ("auto", "claim", "extended_resource")
 
 
 def class_entry(node_entry, device_class):

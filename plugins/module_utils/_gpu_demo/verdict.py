@@ -35,8 +35,6 @@ REPORT_ANNOTATION = "gpuops.scheduling/gpu-preflight-report"
 # kubectl get node --show-managed-fields shows who wrote what.
 FIELD_MANAGER = "gpuops.scheduling"
 GATE_TAINT_KEY = "gpuops.scheduling/gpu-preflight-pending"
-# node-readiness-controller's rules may only own taints under this prefix.
-NRC_TAINT_KEY = "readiness.k8s.io/gpu-preflight-pending"
 GATE_TAINT_EFFECT = "NoSchedule"
 STATES = ("running", "passed", "failed")
 VERSION = 1

@@ -32,7 +32,6 @@ import re
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.quantity import as_number, parse_quantity
 
 EXTENDED_RESOURCE_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
 _DRIVER_TERM = re.compile(r"""^device\.driver\s*==\s*(['"])([^'"]+)\1$""")
 _ATTRIBUTE_TERM = re.compile(r"""^device\.attributes\[(['"])([^'"]+)\1\]\.([A-Za-z0-9_]+)\s*==\s*(?:(['"])([^'"]*)\4|(\d+))$""")
