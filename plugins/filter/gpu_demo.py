@@ -22,7 +22,6 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.cleanu
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import (
     demo_timeline,
     hold_evidence,
-    hold_summary,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report_store import (
@@ -57,14 +56,6 @@ def gpu_demo_evidence(log):
         return hold_evidence(log)
     except (TypeError, ValueError) as error:
         raise AnsibleFilterError("gpu_demo_evidence: {0}".format(error)) from error
-
-
-def gpu_demo_hold_summary(pods, units_by_pod, replicas=1):
-    """pod_wait's hold pods (with logs) -> per pod GPUs, unit UUIDs, env corroboration; one GPU per unit?"""
-    try:
-        return hold_summary(pods, units_by_pod, replicas=replicas)
-    except (TypeError, ValueError, KeyError) as error:
-        raise AnsibleFilterError("gpu_demo_hold_summary: {0}".format(error)) from error
 
 
 def gpu_demo_preflight(ledger_result, vllm_result, **settings):
@@ -205,7 +196,6 @@ class FilterModule(object):
         return {
             "gpu_demo_timeline": gpu_demo_timeline,
             "gpu_demo_evidence": gpu_demo_evidence,
-            "gpu_demo_hold_summary": gpu_demo_hold_summary,
             "gpu_demo_preflight": gpu_demo_preflight,
             "gpu_demo_admission": gpu_demo_admission,
             "gpu_demo_walk": gpu_demo_walk,

@@ -21,7 +21,7 @@ def test_filter_names():
     assert sorted(scheduling.FilterModule().filters()) == ["failed_scheduling", "scheduling_event_timeline"]
     assert sorted(gpu_demo.FilterModule().filters()) == [
         "gpu_demo_admission", "gpu_demo_check_links", "gpu_demo_cleanup", "gpu_demo_evidence", "gpu_demo_fleet_verdicts",
-        "gpu_demo_hold_summary", "gpu_demo_preflight", "gpu_demo_report", "gpu_demo_report_configmap",
+        "gpu_demo_preflight", "gpu_demo_report", "gpu_demo_report_configmap",
         "gpu_demo_reports_to_prune", "gpu_demo_run_claims", "gpu_demo_run_id", "gpu_demo_timeline", "gpu_demo_walk"]
 
 
@@ -50,8 +50,6 @@ def test_timeline_filters():
     timeline = FILTERS["gpu_demo_timeline"]([{"transitions": {"h": {"created": 1.0, "scheduled": 1.1, "deleted": 2.0}},
                                               "exact": {"h": ["created", "scheduled", "deleted"]}}], 1, {"h": 1})
     assert [step["free"] for step in timeline["free"]] == [1, 0, 1]
-    summary = FILTERS["gpu_demo_hold_summary"]([{"name": "h", "log": "GPU 0: NVIDIA H20 (UUID: GPU-1)"}], {"h": 1})
-    assert summary["one_gpu_per_unit"] is True
 
 
 def test_run_id_is_the_given_one_else_a_new_one():
