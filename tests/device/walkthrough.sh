@@ -122,9 +122,9 @@ try:
 except OSError as error:
     print(error); sys.exit(1)'; }
 cleanup() {
-  [ -n "${nvidia_pid:-}" ] && kill "$nvidia_pid" 2>/dev/null || true
+  if [ -n "${nvidia_pid:-}" ]; then kill "$nvidia_pid" 2>/dev/null || true; fi
   "$py" tests/sim/simctl.py down || true
-  [ -n "${standin:-}" ] && kill "$standin" 2>/dev/null || true
+  if [ -n "${standin:-}" ]; then kill "$standin" 2>/dev/null || true; fi
   cp -r .sim/logs "$out/sim-logs" 2>/dev/null || true
   tar czf "$final/walkthrough.tar.gz" -C "$out" .
 }
