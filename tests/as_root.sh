@@ -1,4 +1,4 @@
-# Sourced by the scripts that apt-get install a Debian package the tests need (browser.sh, pushgateway.sh).
+# Sourced by the scripts that apt-get install a Debian package the tests need (browser.sh, pushgateway.sh, promtool.sh).
 # as_root_for PACKAGE: sets the array as_root to the prefix that runs a command as root (nothing when we are root,
 # `sudo -n` where sudo is), or says what to install by hand and exits.
 as_root_for() {
@@ -14,4 +14,19 @@ as_root_for() {
     log "installing $1 needs root (or sudo): apt-get install $1" >&2
     exit 1
   fi
+}
+
+# apt_install_no_service PACKAGE: apt-get install PACKAGE (apt-get update first only if the install fails) with every
+# service start refused: a Debian server package starts its service on install, listening on every address, and the
+# tests start their own on 127.0.0.1. policy-rc.d (invoke-rc.d's documented switch) refuses the starts; one already
+# there is left as it is, and ours is removed when the calling script exits. Needs as_root_for first.
+apt_install_no_service() {
+  export DEBIAN_FRONTEND=noninteractive
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | "${as_root[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+    "${as_root[@]}" chmod +x /usr/sbin/policy-rc.d
+    trap '"${as_root[@]}" rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  "${as_root[@]}" apt-get install -y --no-install-recommends "$1" >/dev/null \
+    || { "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y --no-install-recommends "$1" >/dev/null; }
 }

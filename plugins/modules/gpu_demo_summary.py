@@ -78,12 +78,21 @@ options:
       - C(serial) when the run went one node at a time and stopped at the first failed node (the nodes after it are
         C(not run), naming it); C(parallel) otherwise.
       - C(verdicts) for the fleet's summary made from the Nodes' verdicts (C(playbooks/gpu_demo_fleet_summary.yml)).
+        Each row then says whether its verdict still holds (C(freshness) - V(fresh), V(stale), V(failed), V(never),
+        V(running), V(unreadable) or V(absent), read from O(results) and O(not_run_reasons)), in a column of its own.
     type: str
     choices: [parallel, serial, verdicts]
     default: parallel
   not_run_reasons:
     description:
       - Why each host without a result has none (never pre-flighted, a stale or interrupted verdict), shown in its row.
+    type: dict
+    default: {}
+  report_configmaps:
+    description:
+      - The latest report of each host kept in the cluster, as V(<namespace>/<name>) of its ConfigMap, for hosts whose
+        result names none (a summary made from the Nodes' verdicts); the pages show the C(kubectl) command that reads
+        it. A value that names no ConfigMap is left out.
     type: dict
     default: {}
   nothing_tested:
