@@ -165,7 +165,9 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
             first_failed = host
         row["report_configmap"] = row.get("report_configmap") or _configmap_ref((report_configmaps or {}).get(host))
         rows.append(row)
-    states = freshness(hosts or [], results, not_run_reasons or {}) if mode == "verdicts" else {}
+    # A host of the inventory without a verdict comes with None (the summary action reads every host's facts).
+    verdicts = dict((host, result) for host, result in results.items() if isinstance(result, dict))
+    states = freshness(hosts or [], verdicts, not_run_reasons or {}) if mode == "verdicts" else {}
     for row in rows:
         row["freshness"] = states.get(row["host"])
     rows.sort(key=_sort_key)

@@ -38,8 +38,9 @@ def summary(sim, directory, **extra) -> dict:
     process = sim.playbook("playbooks/gpu_demo_fleet_summary.yml", extra_vars={
         "gpu_demo_run_id": run_id, "gpu_demo_fleet_source": "cluster", "gpu_demo_kubeconfig": sim.kubeconfig,
         "gpu_demo_report_dir": str(directory / "reports"), **extra})
-    assert process.returncode in (0, 2), process.stdout[-3000:]
-    found = json.loads((directory / "reports" / f"gpu-demo-fleet-{run_id}.json").read_text())
+    written = directory / "reports" / f"gpu-demo-fleet-{run_id}.json"
+    assert process.returncode in (0, 2) and written.exists(), process.stdout[-3000:]
+    found = json.loads(written.read_text())
     markdown = (directory / "reports" / f"gpu-demo-fleet-{run_id}.md").read_text()
     row, = [row for row in found["rows"] if row["host"] == NODE]
     return dict(row, markdown=markdown)

@@ -181,6 +181,8 @@ def mixed_fleet():
 
 def test_the_summary_of_the_nodes_says_of_each_whether_its_verdict_still_holds():
     _nodes, (names, results, reasons) = mixed_fleet()
+    # As the summary action hands them over: the inventory's hosts without a verdict come with None.
+    results = dict(results, stale=None, never=None)
     summary = fleet.fleet_summary(names, results=results, mode="verdicts", not_run_reasons=reasons)
     states = dict((row["host"], row["freshness"]) for row in summary["rows"])
     assert states == {"fresh": "fresh", "bad": "failed", "stale": "stale", "stale-bad": "stale", "busy": "running",
