@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that apt-get install a Debian package the tests need (browser.sh, pushgateway.sh, promtool.sh).
 # as_root_for PACKAGE: sets the array as_root to the prefix that runs a command as root (nothing when we are root,
 # `sudo -n` where sudo is), or says what to install by hand and exits.

@@ -2,6 +2,8 @@
 # `make browser`: a headless Chromium for the summary page's browser test (tests/integration/test_fleet_summary.py).
 # Installs Debian's `chromium` package when no chromium is on PATH, and says what it does (and how long it took). Root,
 # or sudo, is needed only for that install. GPUOPS_CHROMIUM names another binary and skips the install.
+# as_root is set by as_root_for (as_root.sh), which ansible-test's shellcheck, reading each script alone, does not see.
+# shellcheck disable=SC2154
 set -euo pipefail
 
 log() { printf '[browser] %s\n' "$*"; }

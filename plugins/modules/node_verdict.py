@@ -103,7 +103,8 @@ attributes:
     platforms: posix
 notes:
   - "RBAC: C(get) and C(patch) on C(nodes), C(patch) on C(nodes/status), C(list) on C(pods) (the device plugin's pod),
-    C(list) on C(resource.k8s.io) C(resourceslices) (a DRA node's devices), C(create) on C(events.k8s.io) C(events) in namespace C(default) (playbooks/preflight_rbac.yml grants them).
+    C(list) on C(resource.k8s.io) C(resourceslices) (a DRA node's devices), C(create) on C(events.k8s.io) C(events)
+    in namespace C(default) (playbooks/preflight_rbac.yml grants them).
     RBAC cannot narrow a patch to these keys: C(patch) on C(nodes) allows any label or taint. The
     collection's ValidatingAdmissionPolicy (roles/preflight_rbac, C(preflight_rbac_node_policy)) can."
   - A node that does not exist, or a name that is no node name, gets no verdict (a warning says so); the run's own

@@ -388,8 +388,9 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
     {node: verdict} handed over by jobs (AWX artifacts), used for nodes the cluster did not give; ``hosts``: names that
     must have a row (the inventory); ``pods``: the pods on those nodes (the device plugins' among them), ``slices``: the
     cluster's ResourceSlices (the DRA nodes' devices), each None when not read. A verdict that no longer holds of its
-    Node (``staleness``: a reboot, a new driver, fewer units or DRA devices, older than ``max_age`` seconds) is stale, a run that started more than ``max_running`` seconds ago and never finished was
-    interrupted: neither counts as a result.
+    Node (``staleness``: a reboot, a new driver, fewer units or DRA devices, older than ``max_age`` seconds) is stale,
+    a run that started more than ``max_running`` seconds ago and never finished was interrupted: neither counts as a
+    result.
     """
     now = time.time() if now is None else now
     found, objects = {}, {}
