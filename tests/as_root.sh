@@ -28,6 +28,9 @@ apt_install_no_service() {
     "${as_root[@]}" chmod +x /usr/sbin/policy-rc.d
     trap '"${as_root[@]}" rm -f /usr/sbin/policy-rc.d' EXIT
   fi
-  "${as_root[@]}" apt-get install -y --no-install-recommends "$1" >/dev/null \
-    || { "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y --no-install-recommends "$1" >/dev/null; }
+  # CI installs Chromium beside the unit tests: wait for dpkg's lock rather than fail on it.
+  local wait_for_dpkg=(-o DPkg::Lock::Timeout=600)
+  "${as_root[@]}" apt-get install "${wait_for_dpkg[@]}" -y --no-install-recommends "$1" >/dev/null \
+    || { "${as_root[@]}" apt-get update -qq \
+         && "${as_root[@]}" apt-get install "${wait_for_dpkg[@]}" -y --no-install-recommends "$1" >/dev/null; }
 }
