@@ -197,7 +197,12 @@ def test_the_summary_of_the_nodes_says_of_each_whether_its_verdict_still_holds()
     assert stale_row.startswith("| stale | not run | stale | - |") and "older than 24 h (gpu_demo_verdict_max_age)" in stale_row
     assert [line for line in lines if line.startswith("| never | ")][0].startswith("| never | not run | never run |")
     assert "| Verdict: stale | 3 |" in lines and "| Verdict: fresh | 1 |" in lines
-    assert 'class="badge verdict-stale">stale</span>' in fleet_html(summary)
+    page = fleet_html(summary)
+    assert 'class="badge verdict-stale">stale</span>' in page
+    # The HTML table has the column too: as many cells in each row as headers.
+    table = page.split('<table id="nodes">', 1)[1].split("</table>", 1)[0]
+    head, body = table.split("</thead>", 1)
+    assert all(row.count("</td>") == head.count("</th>") == 14 for row in body.split("<tr ")[1:])
     chinese = fleet_markdown(fleet.fleet_summary(names, results=results, mode="verdicts", not_run_reasons=reasons, lang="zh"))
     assert "| 节点 | 结论 | 结论状态 |" in chinese and "| 结论状态：已过时 | 3 |" in chinese
     assert "| gone | 未运行 | 集群中没有该节点 |" in chinese
