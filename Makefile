@@ -10,7 +10,7 @@ SIM       := $(PY) tests/sim/simctl.py
 export PATH := $(BIN):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
 
-.PHONY: help setup browser pushgateway sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo report-example bench bench-scale profile build device-bundle
+.PHONY: help setup browser pushgateway promtool sim-build sim-up sim-status sim-down sim-unit lint sanity unit integration test-newest test-matrix test demo report-example bench bench-scale profile build device-bundle
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 16
@@ -42,7 +42,7 @@ lint: setup ## ansible-lint, production profile
 sanity: setup ## ansible-test sanity on a copy laid out as ansible_collections/gpuops/scheduling
 	@bash tests/sanity.sh
 
-unit: setup sim-unit ## Unit tests of the pure logic, and the built collection's packaging
+unit: setup sim-unit promtool ## Unit tests of the pure logic, and the built collection's packaging
 	@$(PY) -m pytest -q tests/unit tests/packaging
 
 sim-unit: ## Go tests of the simulated node's device plugin and runtime (tests/sim/node)
@@ -54,13 +54,16 @@ browser: ## Headless Chromium for the summary page's browser test (apt-installs 
 pushgateway: ## Prometheus Pushgateway for the metrics test (apt-installs Debian's prometheus-pushgateway when missing)
 	@bash tests/pushgateway.sh
 
+promtool: ## promtool for the test of the docs' alerting rules (apt-installs Debian's prometheus when missing, service kept stopped)
+	@bash tests/promtool.sh
+
 integration: sim-up browser pushgateway ## Integration tests, in parallel on one simulated cluster per worker (GPUOPS_TEST_WORKERS: how many)
 	@$(PY) -m pytest -q -n auto tests/integration
 
-test-newest: sim-build ## The newest supported stack (Python 3.13, ansible-core 2.21, kubernetes.core 6.6.0): unit tests and the focused integration set (tests/stack.sh)
+test-newest: sim-build promtool ## The newest supported stack (Python 3.13, ansible-core 2.21, kubernetes.core 6.6.0): unit tests and the focused integration set (tests/stack.sh)
 	@bash tests/stack.sh newest
 
-test-matrix: sim-build ## Every supported combination of Python, ansible-core, kubernetes.core and the kubernetes client, each in .venvs/<name>: unit, integration set, sanity (tests/stack.sh)
+test-matrix: sim-build promtool ## Every supported combination of Python, ansible-core, kubernetes.core and the kubernetes client, each in .venvs/<name>: unit, integration set, sanity (tests/stack.sh)
 	@bash tests/stack.sh --sanity all
 
 test: setup ## Everything CI runs: lint, sanity, unit, integration, test-newest, each with its time (tests/stages.sh)

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by the scripts that apt-get install a Debian package the tests need (browser.sh, pushgateway.sh).
+# Sourced by the scripts that apt-get install a Debian package the tests need (browser.sh, pushgateway.sh, promtool.sh).
 
 # can_install PACKAGE: returns when apt-get can install it here (as root, or through `sudo -n`); otherwise says what
 # to install by hand and exits.
@@ -21,4 +21,22 @@ as_root() {
   else
     sudo -n "$@"
   fi
+}
+
+# apt_install_no_service PACKAGE: apt-get install PACKAGE (apt-get update first only if the install fails) with every
+# service start refused: a Debian server package starts its service on install, listening on every address, and the
+# tests start their own on 127.0.0.1. policy-rc.d (invoke-rc.d's documented switch) refuses the starts; one already
+# there is left as it is, and ours is removed when the calling script exits.
+apt_install_no_service() {
+  export DEBIAN_FRONTEND=noninteractive
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
+    as_root chmod +x /usr/sbin/policy-rc.d
+    trap 'as_root rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
+  # CI installs Chromium beside the unit tests: wait for dpkg's lock rather than fail on it.
+  local wait_for_dpkg=(-o DPkg::Lock::Timeout=600)
+  as_root apt-get install "${wait_for_dpkg[@]}" -y --no-install-recommends "$1" >/dev/null \
+    || { as_root apt-get update -qq \
+         && as_root apt-get install "${wait_for_dpkg[@]}" -y --no-install-recommends "$1" >/dev/null; }
 }

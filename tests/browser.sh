@@ -33,17 +33,17 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/gpuops-browser/$release"
 kept=$(find "$cache" -mindepth 1 -maxdepth 1 -type d -name 'chromium-*' 2>/dev/null | sort -V | tail -1 || true)
 kept=${kept:+$kept/}
 export DEBIAN_FRONTEND=noninteractive
-if [ -n "$kept" ] && as_root apt-get install -y -qq --no-install-recommends "$kept"*.deb >/dev/null 2>&1; then
+if [ -n "$kept" ] && as_root apt-get install -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends "$kept"*.deb >/dev/null 2>&1; then
   log "installed $(command -v chromium) from the packages kept in $kept ($((SECONDS - started)) s): $(chromium --version 2>/dev/null | head -1)"
   exit 0
 fi
 log "no chromium on PATH: installing Debian's chromium package (apt-get update, apt-get install -y chromium; ~2 minutes)"
-as_root apt-get update -qq
+as_root apt-get update -o DPkg::Lock::Timeout=600 -qq
 download=$(mktemp -d)
 mkdir -p "$download/partial"
 # Downloaded into a folder of its own, so that exactly the packages chromium needs on this machine are kept.
-as_root apt-get install -y -qq --no-install-recommends --download-only -o Dir::Cache::archives="$download" chromium >/dev/null
-as_root apt-get install -y -qq --no-install-recommends "$download"/*.deb >/dev/null
+as_root apt-get install -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends --download-only -o Dir::Cache::archives="$download" chromium >/dev/null
+as_root apt-get install -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends "$download"/*.deb >/dev/null
 version=$(dpkg-query -W -f '${Version}' chromium)
 mkdir -p "$cache/chromium-$version"
 cp "$download"/*.deb "$cache/chromium-$version/"

@@ -24,13 +24,5 @@ done
 can_install prometheus-pushgateway
 started=$SECONDS
 # The package's service must not start: it would listen on every address (the test runs its own on 127.0.0.1).
-# policy-rc.d refuses every service start during the install (invoke-rc.d's documented switch), unless one is there.
-export DEBIAN_FRONTEND=noninteractive
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-  printf '#!/bin/sh\nexit 101\n' | as_root tee /usr/sbin/policy-rc.d >/dev/null
-  as_root chmod +x /usr/sbin/policy-rc.d
-  trap 'as_root rm -f /usr/sbin/policy-rc.d' EXIT
-fi
-as_root apt-get install -y --no-install-recommends prometheus-pushgateway >/dev/null \
-  || { as_root apt-get update -qq && as_root apt-get install -y --no-install-recommends prometheus-pushgateway >/dev/null; }
+apt_install_no_service prometheus-pushgateway
 log "installed prometheus-pushgateway in $((SECONDS - started)) s"

@@ -31,8 +31,8 @@ combinations=(
   "newest   | 3.13 | ansible-core>=2.21,<2.22 | 14.5.0=6.6.0 | kubernetes"
 )
 # What the tests need besides the collection's requirements (grpcio: the PodResources unit tests; prometheus-client:
-# the metrics tests read the textfile with its parser).
-test_packages=("ansible-runner>=2.4" "grpcio>=1.60" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "cryptography>=42" "prometheus-client>=0.20")
+# the metrics tests read the textfile with its parser; lxml: the JUnit test validates against the schema).
+test_packages=("ansible-runner>=2.4" "grpcio>=1.60" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "cryptography>=42" "prometheus-client>=0.20" "lxml>=5")
 integration_tests=(tests/integration/test_safety_secrets.py
                    tests/integration/test_gpu_demo.py::test_default_topology_walkthrough
                    tests/integration/test_gpu_demo.py::test_check_mode_creates_nothing

@@ -47,6 +47,7 @@ ARGUMENT_SPEC = dict(
     failure_fact=dict(type="str", default="_gpu_demo_play_failure"),
     mode=dict(type="str", default="parallel", choices=["parallel", "serial", "verdicts"]),
     not_run_reasons=dict(type="dict", default={}),
+    report_configmaps=dict(type="dict", default={}),
     job=dict(type="str"),
     lang=dict(type="str", default="en", choices=["en", "zh"]),
     write=dict(type="bool", default=True),
@@ -122,7 +123,7 @@ class ActionModule(ActionBase):
             summary = fleet_summary(args["hosts"], results=results, failures=failures, run_id=run_id,
                                     mode=args["mode"], report_dir=directory, generated_at=generated, lang=args["lang"],
                                     not_run_reasons=args["not_run_reasons"], checks_url=args["checks_url"] or None,
-                                    nothing_tested=args["nothing_tested"])
+                                    nothing_tested=args["nothing_tested"], report_configmaps=args["report_configmaps"])
             now = time.time()
             verdicts = dict((row["host"], verdict_of_row(row, now, job=args["job"]))
                             for row in summary["rows"] if row["status"] in ("passed", "failed"))

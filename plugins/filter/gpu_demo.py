@@ -29,7 +29,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
     configmap,
     to_prune,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, freshness, run_id
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, freshness, report_configmaps, run_id
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import PHASES, judge_walk
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
 
@@ -133,21 +133,23 @@ def gpu_demo_run_claims(objects, run_id, node, pod_uids):
         raise AnsibleFilterError("gpu_demo_run_claims: {0}".format(error)) from error
 
 
-def gpu_demo_fleet_verdicts(nodes, verdicts=None, hosts=None, max_age=86400, max_running=900, pods=None):
-    """The Nodes as read (None when the cluster could not be read), the jobs' verdicts and the device plugins' pods (None
-    when not read) -> the summary's inputs, and each node's freshness (fresh, failed, stale, never...)."""
+def gpu_demo_fleet_verdicts(nodes, verdicts=None, hosts=None, max_age=86400, max_running=900, pods=None, slices=None):
+    """The Nodes as read (None when the cluster could not be read), the jobs' verdicts, the device plugins' pods and the
+    ResourceSlices (each None when not read) -> the summary's inputs, each node's freshness (fresh, failed, stale,
+    never...) and its latest report kept in the cluster."""
     if nodes is not None and not isinstance(nodes, list):
         raise AnsibleFilterError("gpu_demo_fleet_verdicts: expects the Nodes as read (a list), or None when they could not be")
-    if not isinstance(verdicts or {}, dict) or not isinstance(hosts or [], list) or not isinstance(pods or [], list):
+    if (not isinstance(verdicts or {}, dict) or not isinstance(hosts or [], list) or not isinstance(pods or [], list)
+            or not isinstance(slices or [], list)):
         raise AnsibleFilterError("gpu_demo_fleet_verdicts: verdicts must be a dict by node, hosts a list of node names, "
-                                 "pods a list of pods")
+                                 "pods a list of pods, slices a list of ResourceSlices")
     try:
         names, results, reasons = fleet_inputs(nodes, verdicts=verdicts, hosts=hosts, max_age=float(max_age),
-                                               max_running=float(max_running), pods=pods)
+                                               max_running=float(max_running), pods=pods, slices=slices)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise AnsibleFilterError("gpu_demo_fleet_verdicts: {0}".format(error)) from error
     return {"hosts": names, "results": results, "not_run_reasons": reasons,
-            "freshness": freshness(names, results, reasons)}
+            "freshness": freshness(names, results, reasons), "report_configmaps": report_configmaps(nodes)}
 
 
 def gpu_demo_check_links(checks, base):

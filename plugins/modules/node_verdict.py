@@ -30,9 +30,10 @@ description:
     C(GPUPreflightFailed) (Warning; the note names the failed phase and check) or C(GPUPreflightRefused) (Warning; the
     pre-flight refused the node before testing), the run id in the note. An Event that cannot be created is a warning."
   - "The report annotation records what the verdict was proven against (C(basis)): the node's bootID, the kubelet's
-    version, the allocatable units of O(resource), the device plugin's pod UID on the node, the NVIDIA driver version
-    and MIG config from GPU Feature Discovery's labels, where present. The fleet summary compares them with the Node as
-    it is now and calls a verdict stale, saying why."
+    version, the allocatable units of O(resource), on a DRA node the devices its ResourceSlices publish
+    (C(driver/pool/device)), the device plugin's pod UID on the node, the NVIDIA driver version and MIG config from GPU
+    Feature Discovery's labels, where present. The fleet summary compares them with the Node as it is now and calls a
+    verdict stale, saying why."
   - "With a result that names its report kept in the cluster (C(report_configmap)), the annotation
     C(gpuops.scheduling/gpu-preflight-report-configmap) (C(<namespace>/<name>)) too."
   - Every write names the field manager C(gpuops.scheduling) (C(kubectl get node --show-managed-fields)).
@@ -102,7 +103,8 @@ attributes:
     platforms: posix
 notes:
   - "RBAC: C(get) and C(patch) on C(nodes), C(patch) on C(nodes/status), C(list) on C(pods) (the device plugin's pod),
-    C(create) on C(events.k8s.io) C(events) in namespace C(default) (playbooks/preflight_rbac.yml grants them).
+    C(list) on C(resource.k8s.io) C(resourceslices) (a DRA node's devices), C(create) on C(events.k8s.io) C(events)
+    in namespace C(default) (playbooks/preflight_rbac.yml grants them).
     RBAC cannot narrow a patch to these keys: C(patch) on C(nodes) allows any label or taint. The
     collection's ValidatingAdmissionPolicy (roles/preflight_rbac, C(preflight_rbac_node_policy)) can."
   - A node that does not exist, or a name that is no node name, gets no verdict (a warning says so); the run's own
@@ -160,6 +162,7 @@ verdict:
     total_seconds: 12.1
     basis: {boot: 5d0c7e3a-1f2b-4c55-9a7e-0f1e2d3c4b5a, kubelet: v1.36.3, allocatable: "4",
             plugin_pod: 0b8f3f5e-6a4c-4c1e-9d1b-2f7a8e9c0d1e, driver: 550.54.15, mig: all-disabled}
+    # On a DRA node, instead of allocatable: dra_devices: [gpu.nvidia.com/prod102/gpu-0]
 condition:
   description: The condition written (null when the node was not found).
   returned: unless O(state=access)

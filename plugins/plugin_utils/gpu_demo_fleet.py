@@ -32,6 +32,10 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows i
     STATUSES,
     result_row,
 )
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import CONFIGMAP_REF, freshness
+
+# A summary of the Nodes' verdicts says of each node whether its verdict still holds, in this order.
+FRESHNESS = ("fresh", "stale", "failed", "never", "running", "unreadable", "absent")
 
 # serial / parallel: one run's nodes; verdicts: the fleet's state, read from the Nodes (or the jobs' statistics).
 MODES = ("serial", "parallel", "verdicts")
@@ -61,6 +65,9 @@ TEXT = {
         "in_cluster": "Kept in the cluster",
         "allocation": "GPUs through", "allocation_device_plugin": "device plugin", "allocation_dra": "DRA",
         "allocation_dra_extended_resource": "DRA (extended resource)", "check_help": "what this check proves, and what to do",
+        "freshness": "Verdict", "freshness_count": "Verdict: {state}", "freshness_fresh": "fresh", "freshness_stale": "stale",
+        "freshness_failed": "failed", "freshness_never": "never run", "freshness_running": "running", "freshness_unreadable": "unreadable",
+        "freshness_absent": "not in the cluster",
     },
     "zh": {
         "title": "GPU 调度预检：{nodes} 个节点",
@@ -86,6 +93,9 @@ TEXT = {
         "in_cluster": "集群中保存的报告",
         "allocation": "分配方式", "allocation_device_plugin": "设备插件", "allocation_dra": "DRA",
         "allocation_dra_extended_resource": "DRA（扩展资源）", "check_help": "这项检查证明什么、未通过时怎么办",
+        "freshness": "结论状态", "freshness_count": "结论状态：{state}", "freshness_fresh": "有效", "freshness_stale": "已过时",
+        "freshness_failed": "未通过", "freshness_never": "从未运行", "freshness_running": "运行中", "freshness_unreadable": "无法读取",
+        "freshness_absent": "集群中没有该节点",
     },
 }
 
@@ -116,13 +126,18 @@ def node_row(host, result=None, failure=None, not_run_reason=None, report_dir=No
     return row
 
 
+def _configmap_ref(reference):
+    """'<namespace>/<name>' when it names a ConfigMap, else None: the pages show it as a command to run."""
+    return reference if isinstance(reference, str) and CONFIGMAP_REF.match(reference) else None
+
+
 def _sort_key(row):
     phase = PHASES.index(row["phase"]) if row["phase"] in PHASES else len(PHASES)
     return (STATUSES.index(row["status"]), phase, row["check"] or "", row["host"])
 
 
 def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel", report_dir=None, generated_at=None,
-                  lang="en", not_run_reasons=None, checks_url=CHECKS_URL, nothing_tested=None):
+                  lang="en", not_run_reasons=None, checks_url=CHECKS_URL, nothing_tested=None, report_configmaps=None):
     """Every node of a run -> {run_id, counts, by_check, rows (failures first), ...}.
 
     ``hosts``: the inventory hosts the run targeted, in the play's order; ``results``: {host: the role's result or
@@ -131,7 +146,10 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
     result and are "not run", naming that node. ``not_run_reasons``: {host: why it has no result} (a summary made from
     the Nodes' verdicts: never pre-flighted, stale, interrupted). ``checks_url``: the checks page, which each failed
     check links to (none: no links). ``nothing_tested``: why the run has no node at all (a host pattern that matched
-    none): a summary of no node is never a pass, and says so.
+    none): a summary of no node is never a pass, and says so. ``report_configmaps``: {host: '<namespace>/<name>'} of
+    each node's latest report kept in the cluster, where the row's result names none (the Nodes' annotations).
+    In a summary of the Nodes' verdicts (``mode`` verdicts) each row says whether its verdict still holds
+    (``freshness``: fresh, stale, failed, never...), and ``freshness`` counts the nodes of each.
     """
     if mode not in MODES:
         raise ValueError("mode must be one of %s, not %r" % (", ".join(MODES), mode))
@@ -145,7 +163,13 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
                        checks_url=checks_url)
         if row["status"] == "failed" and first_failed is None:
             first_failed = host
+        row["report_configmap"] = row.get("report_configmap") or _configmap_ref((report_configmaps or {}).get(host))
         rows.append(row)
+    # A host of the inventory without a verdict comes with None (the summary action reads every host's facts).
+    verdicts = dict((host, result) for host, result in results.items() if isinstance(result, dict))
+    states = freshness(hosts or [], verdicts, not_run_reasons or {}) if mode == "verdicts" else {}
+    for row in rows:
+        row["freshness"] = states.get(row["host"])
     rows.sort(key=_sort_key)
     counts = dict((status, 0) for status in STATUSES)
     for row in rows:
@@ -163,7 +187,9 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
             "started_at": started[0] if started else None, "report_dir": report_dir,
             "passed": bool(rows) and counts["failed"] == 0 and counts["not_run"] == 0,
             "nothing_tested": None if rows else (nothing_tested or words["nothing_matched"]),
-            "counts": counts, "by_check": by_check, "rows": rows}
+            "counts": counts, "by_check": by_check, "rows": rows,
+            "freshness": dict((state, sum(1 for row in rows if row["freshness"] == state)) for state in FRESHNESS)
+            if mode == "verdicts" else None}
 
 
 def machine_readable(summary):
@@ -312,6 +338,9 @@ def _row_view(index, row, words, lang, run_start, run_span):
     return {
         "anchor": "node-%d" % index, "host": row["host"], "node": row["node"] if row["node"] != row["host"] else None,
         "status": row["status"], "status_text": words[row["status"]], "status_rank": STATUSES.index(row["status"]),
+        "freshness": row.get("freshness"),
+        "freshness_text": words["freshness_" + row["freshness"]] if row.get("freshness") else None,
+        "freshness_rank": FRESHNESS.index(row["freshness"]) if row.get("freshness") in FRESHNESS else len(FRESHNESS),
         "phase": _phase_name(row["phase"], lang) if row["phase"] else None,
         "phase_rank": "%02d" % (PHASES.index(row["phase"]) if row["phase"] in PHASES else 99),
         "check": row["check"], "check_url": row["check_url"], "reason": row["reason"],
@@ -336,6 +365,7 @@ def _row_view(index, row, words, lang, run_start, run_span):
         # The Markdown table's link to the node's story.
         "story": quote(row["reports"]["markdown"]) if row["reports"].get("markdown") else None,
         # The report kept in the cluster: the kubectl command that reads it.
+        "report_configmap": row.get("report_configmap"),
         "in_cluster": ("kubectl get configmap -n {0} {1} -o yaml".format(*row["report_configmap"].split("/", 1))
                        if row.get("report_configmap") else None),
     }
@@ -351,6 +381,9 @@ def page(summary):
     run_start = min(start for start, _total in starts) if starts else 0.0
     run_span = max(start + total for start, total in starts) - run_start if starts else 0.0
     numeric = ("units", "window", "memory", "total")
+    show_freshness = summary["mode"] == "verdicts"
+    columns = ("node", "status") + (("freshness",) if show_freshness else ()) + (
+        "phase", "check", "reason", "units", "gpus", "allocation", "window", "vllm", "memory", "total", "reports")
     return {
         "lang": lang, "html_lang": "zh-CN" if lang == "zh" else "en", "words": words,
         "title": words["title"].format(nodes=counts["nodes"]), "run_id": summary["run_id"],
@@ -360,9 +393,13 @@ def page(summary):
         "by_check": [dict(group, phase=_phase_name(group["phase"], lang),
                           examples=", ".join(group["nodes"][:5]) + (" …" if len(group["nodes"]) > 5 else ""),
                           examples_md=", ".join(group["nodes"][:5])) for group in summary["by_check"]],
-        "headers": [{"text": words[key], "numeric": key in numeric}
-                    for key in ("node", "status", "phase", "check", "reason", "units", "gpus", "allocation", "window", "vllm",
-                                "memory", "total", "reports")],
+        "headers": [{"text": words[key], "numeric": key in numeric} for key in columns],
+        # A summary of the Nodes' verdicts: how many still hold, and each node's in its own column.
+        "show_freshness": show_freshness,
+        "freshness": [{"state": state, "count": count,
+                       "text": words["freshness_count"].format(state=words["freshness_" + state])}
+                      for state, count in ((state, (summary.get("freshness") or {}).get(state, 0)) for state in FRESHNESS)
+                      if count] if show_freshness else [],
         "rows": [_row_view(index, row, words, lang, run_start, run_span) for index, row in enumerate(rows)],
     }
 

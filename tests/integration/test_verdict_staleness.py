@@ -128,6 +128,6 @@ def test_each_cause_makes_the_verdict_stale_and_only_stale_nodes_are_walked_agai
     wait_until(lambda: node(sim, "gpu-a2")["status"]["allocatable"].get("nvidia.com/gpu") == "2", 30, "allocatable 2")
 
     # Older than the maximum age: stale by age alone.
-    read = summary(sim, tmp_path, hosts, gpu_demo_fleet_max_age_seconds=1)
-    assert read["gpu-a2"][0] == "not_run" and read["gpu-a2"][1].endswith(": older than 1 s"), read
+    read = summary(sim, tmp_path, hosts, gpu_demo_verdict_max_age=1)
+    assert read["gpu-a2"][0] == "not_run" and read["gpu-a2"][1].endswith(": older than 1 s (gpu_demo_verdict_max_age)"), read
     assert summary(sim, tmp_path, hosts)["gpu-a2"][0] == "passed"

@@ -26,12 +26,15 @@ import re
 import time
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import result_row
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.dra_ledger import published_devices
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledger import operator_component
 
 CONDITION_TYPE = "gpuops.scheduling/GPUPreflightPassed"
 LABEL = "gpuops.scheduling/gpu-preflight"
 TIME_ANNOTATION = "gpuops.scheduling/gpu-preflight-time"
 REPORT_ANNOTATION = "gpuops.scheduling/gpu-preflight-report"
+# The node's latest report kept in the cluster, as <namespace>/<name> of its ConfigMap.
+REPORT_CONFIGMAP_ANNOTATION = "gpuops.scheduling/gpu-preflight-report-configmap"
 # kubectl get node --show-managed-fields shows who wrote what.
 FIELD_MANAGER = "gpuops.scheduling"
 GATE_TAINT_KEY = "gpuops.scheduling/gpu-preflight-pending"
@@ -151,16 +154,19 @@ def device_plugin_pod(pods, node):
     return None
 
 
-def verdict_basis(node, resource, pods=None):
-    """What a verdict is proven against, read from the Node (API dict) and the pods on it: the boot (bootID), the
-    kubelet's version, the allocatable units of ``resource`` (None on a node that hands out no such units: DRA), the
-    device plugin's pod, the driver's version and the MIG layout from the node's labels. Keys absent where unknown."""
+def verdict_basis(node, resource, pods=None, slices=None):
+    """What a verdict is proven against, read from the Node (API dict), the pods on it and the ResourceSlices: the boot
+    (bootID), the kubelet's version, the allocatable units of ``resource`` (None on a node that hands out no such units:
+    DRA), the DRA devices published for the node (``driver/pool/device``; on a DRA node only), the device plugin's pod,
+    the driver's version and the MIG layout from the node's labels. Keys absent where unknown."""
     status = (node or {}).get("status") or {}
     info = status.get("nodeInfo") or {}
     labels = ((node or {}).get("metadata") or {}).get("labels") or {}
     name = ((node or {}).get("metadata") or {}).get("name")
     basis = {"boot": info.get("bootID"), "kubelet": info.get("kubeletVersion"),
              "allocatable": (status.get("allocatable") or {}).get(resource) if resource else None,
+             # A node no slice names is no DRA node: nothing is recorded, so nothing is compared later.
+             "dra_devices": (published_devices(slices, name) or None) if slices is not None else None,
              "plugin_pod": device_plugin_pod(pods, name), "driver": driver_version(labels),
              "mig": labels.get(MIG_CONFIG_LABEL)}
     return dict((key, value) for key, value in basis.items() if value is not None)
@@ -175,17 +181,42 @@ _CHANGES = (
     ("plugin_pod", "the device plugin pod was replaced"),
     ("allocatable", "allocatable changed {0} -> {1}"),
 )
+# Devices a stale reason names, at most, of those gone and of those new.
+NAMED_DEVICES = 3
+MAX_AGE_VARIABLE = "gpu_demo_verdict_max_age"
 
 
-def staleness(verdict, node, pods=None, now=None, max_age=None):
-    """Why a passed or failed ``verdict`` no longer holds of ``node`` as it is now (and the pods on it): a list of
-    sentences, empty when it is fresh. A value the verdict recorded that is gone now, or changed, makes it stale; one it
-    did not record (an older verdict, a label that was not there) is not compared, nor the device plugin's pod when
-    ``pods`` is None (not read). ``max_age``: seconds a verdict holds."""
+def _named(devices):
+    shown = ", ".join(devices[:NAMED_DEVICES])
+    return shown + (" and {0} more".format(len(devices) - NAMED_DEVICES) if len(devices) > NAMED_DEVICES else "")
+
+
+def dra_change(recorded, current):
+    """Why a DRA node's verdict no longer holds of its devices (recorded and current ``driver/pool/device`` names), or
+    None when they are the same devices."""
+    gone = sorted(set(recorded) - set(current))
+    new = sorted(set(current) - set(recorded))
+    if not gone and not new:
+        return None
+    parts = (["gone: " + _named(gone)] if gone else []) + (["new: " + _named(new)] if new else [])
+    return "the node's DRA devices changed {0} -> {1} ({2})".format(len(recorded), len(current), "; ".join(parts))
+
+
+def _age_reason(max_age):
+    limit = "{0:g} h".format(max_age / 3600.0) if max_age >= 3600 else "{0:g} s".format(max_age)
+    return "older than {0} ({1})".format(limit, MAX_AGE_VARIABLE)
+
+
+def staleness(verdict, node, pods=None, now=None, max_age=None, slices=None):
+    """Why a passed or failed ``verdict`` no longer holds of ``node`` as it is now (the pods on it, the ResourceSlices): a
+    list of sentences, empty when it is fresh. A value the verdict recorded that is gone now, or changed, makes it stale;
+    one it did not record (an older verdict, a label that was not there, a node that is no DRA node) is not compared, nor
+    the device plugin's pod when ``pods`` is None, nor the DRA devices when ``slices`` is None (not read). ``max_age``:
+    seconds a verdict holds (gpu_demo_verdict_max_age)."""
     reasons = []
     recorded = verdict.get("basis") or {}
     if recorded:
-        current = verdict_basis(node, verdict.get("resource"), pods)
+        current = verdict_basis(node, verdict.get("resource"), pods, slices)
         for key, sentence in _CHANGES:
             # Without the pods (not read), the device plugin's pod is not compared.
             if key == "plugin_pod" and pods is None:
@@ -195,10 +226,14 @@ def staleness(verdict, node, pods=None, now=None, max_age=None):
                     reasons.append("the device plugin pod is gone")
                 else:
                     reasons.append(sentence.format(str(recorded[key]), str(current.get(key, "none"))))
+        if "dra_devices" in recorded and slices is not None:
+            changed = dra_change(recorded["dra_devices"], current.get("dra_devices") or [])
+            if changed:
+                reasons.append(changed)
     at = parse_iso(verdict.get("at"))
     now = time.time() if now is None else now
     if max_age and at is not None and now - at > max_age:
-        reasons.append("older than {0:g} h".format(max_age / 3600.0) if max_age >= 3600 else "older than {0:g} s".format(max_age))
+        reasons.append(_age_reason(max_age))
     return reasons
 
 
@@ -344,15 +379,16 @@ def result_of_verdict(verdict):
     }
 
 
-def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_running=900, pods=None):
+def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_running=900, pods=None, slices=None):
     """The fleet's state -> (hosts, results, not_run_reasons) for fleet.fleet_summary.
 
     ``nodes``: Node objects (API dicts) as read from the cluster, or None when it could not be read; ``verdicts``:
     {node: verdict} handed over by jobs (AWX artifacts), used for nodes the cluster did not give; ``hosts``: names that
-    must have a row (the inventory); ``pods``: the pods on those nodes (the device plugins' among them), or None when
-    not read. A verdict that no longer holds of its Node (``staleness``: a reboot, a new driver, fewer units, older
-    than ``max_age`` seconds) is stale, a run that started more than ``max_running`` seconds ago and never finished was
-    interrupted: neither counts as a result.
+    must have a row (the inventory); ``pods``: the pods on those nodes (the device plugins' among them), ``slices``: the
+    cluster's ResourceSlices (the DRA nodes' devices), each None when not read. A verdict that no longer holds of its
+    Node (``staleness``: a reboot, a new driver, fewer units or DRA devices, older than ``max_age`` seconds) is stale,
+    a run that started more than ``max_running`` seconds ago and never finished was interrupted: neither counts as a
+    result.
     """
     now = time.time() if now is None else now
     found, objects = {}, {}
@@ -389,7 +425,7 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
         elif state in ("passed", "failed"):
             # A job's verdict is compared by age only: the node as it is now is what the cluster did not give.
             why = staleness(verdict if name in objects else dict(verdict, basis=None), objects.get(name), pods,
-                            now=now, max_age=max_age)
+                            now=now, max_age=max_age, slices=slices)
             if why:
                 reasons[name] = "stale: {0} at {1} (run {2}): {3}".format(state, verdict.get("at"), verdict.get("run_id"),
                                                                           "; ".join(why))
@@ -398,6 +434,22 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
         else:
             reasons[name] = "unreadable verdict on node {0}".format(name)
     return names, results, reasons
+
+
+# <namespace>/<name>: a DNS label, then a DNS subdomain (what the API server accepts for a ConfigMap).
+CONFIGMAP_REF = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def report_configmaps(nodes):
+    """{node: '<namespace>/<name>'} of each Node's latest report kept in the cluster, as its annotation names it. An
+    annotation that names no ConfigMap (edited by hand) is left out rather than shown as a command to run."""
+    found = {}
+    for node in nodes or []:
+        metadata = node.get("metadata") or {}
+        reference = (metadata.get("annotations") or {}).get(REPORT_CONFIGMAP_ANNOTATION)
+        if metadata.get("name") and isinstance(reference, str) and CONFIGMAP_REF.match(reference):
+            found[metadata["name"]] = reference
+    return found
 
 
 def freshness(names, results, reasons):

@@ -284,6 +284,13 @@ def dra_node_names(slices):
                       if _spec(item).get("nodeName") and _spec(item).get("devices")))
 
 
+def published_devices(slices, node):
+    """Every device the ResourceSlices publish for ``node`` (the newest generation of each pool, as the scheduler reads
+    them), as sorted ``driver/pool/device`` names: [] when no slice names the node."""
+    return sorted("{0}/{1}/{2}".format(_spec(item).get("driver"), (_spec(item).get("pool") or {}).get("name"), device.get("name"))
+                  for item in _newest_slices(node_slices(slices, node)) for device in _spec(item).get("devices") or [])
+
+
 def pod_claim_refs(pod):
     """(namespace, claim name) of every ResourceClaim a pod uses: its pod claims as resolved in
     ``status.resourceClaimStatuses`` (or named directly in the spec), and the scheduler's extended-resource claim."""

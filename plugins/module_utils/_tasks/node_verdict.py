@@ -26,6 +26,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdic
     EVENT_NAMESPACE,
     FIELD_MANAGER,
     GATE_TAINT_EFFECT,
+    REPORT_CONFIGMAP_ANNOTATION,
     VerdictError,
     event,
     node_writes,
@@ -53,7 +54,6 @@ STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 TAINT_ATTEMPTS = 5
-REPORT_CONFIGMAP_ANNOTATION = "gpuops.scheduling/gpu-preflight-report-configmap"
 
 # What writing a verdict needs, as RBAC rules (and how the refusal names them).
 ACCESS = (
@@ -114,6 +114,18 @@ class NodeVerdict:
             return json.loads(self.api.list_pod_for_all_namespaces(
                 field_selector="spec.nodeName={0}".format(self.node)).data).get("items") or []
 
+    def slices(self):
+        """The ResourceSlices that publish the node's DRA devices ([] where the API server serves no DRA)."""
+        with explain_api_errors("list the ResourceSlices of node {0}".format(self.node), self.host):
+            try:
+                return json.loads(self.api.list_resource_slice(
+                    field_selector="spec.nodeName={0}".format(self.node)).data).get("items") or []
+            except ApiException as error:
+                # A cluster without resource.k8s.io/v1 has no DRA devices to record.
+                if error.status == 404:
+                    return []
+                raise
+
     def record(self, body):
         """Create the verdict's Event (events.k8s.io/v1)."""
         with explain_api_errors("create the verdict's Event for node {0} in namespace {1}".format(
@@ -160,6 +172,15 @@ OPTIONS = dict(
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
+def _read_or_warn(read, warn, consequence):
+    """What ``read`` returns, or None (not compared later) when the API refuses it: the verdict stands without it."""
+    try:
+        return read()
+    except K8sApiError as error:
+        warn("{0}: {1}".format(error, consequence))
+        return None
+
+
 def run(params, check_mode, warn):
     node = params["node"]
     if not NODE_NAME.match(node or "") or len(node) > 253:
@@ -188,13 +209,11 @@ def run(params, check_mode, warn):
             warn("node {0} not found: no verdict written on it".format(node))
             return dict(changed=False, node_found=False, verdict=verdict, condition=None, taint_removed=False)
         if params["state"] == "verdict":
-            # What the verdict holds of: the Node as it is now and its device plugin's pod; a later read compares them.
-            try:
-                pods = writer.pods()
-            except K8sApiError as error:
-                warn("{0}: the verdict records no device plugin pod".format(error))
-                pods = None
-            verdict["basis"] = verdict_basis(current, verdict.get("resource"), pods)
+            # What the verdict holds of: the Node as it is now, its device plugin's pod and its DRA devices; a later read
+            # compares them.
+            pods = _read_or_warn(writer.pods, warn, "the verdict records no device plugin pod")
+            slices = _read_or_warn(writer.slices, warn, "the verdict records no DRA devices")
+            verdict["basis"] = verdict_basis(current, verdict.get("resource"), pods, slices)
         writes = node_writes(verdict, current, now)
         # The report kept in the cluster (the role's report_store.yml), as <namespace>/<name>.
         stored = (params["result"] or {}).get("report_configmap") if params["state"] == "verdict" else None

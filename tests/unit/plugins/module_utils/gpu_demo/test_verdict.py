@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import verdict
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_markdown
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
@@ -165,6 +165,75 @@ def test_never_run_stale_running_and_interrupted_nodes_are_not_results():
     summary = fleet.fleet_summary(names, results=results, mode="verdicts", not_run_reasons=reasons)
     assert summary["counts"] == {"nodes": 6, "failed": 0, "not_run": 5, "checked": 0, "passed": 1}
     assert dict((row["host"], row["reason"]) for row in summary["rows"])["dead"] == reasons["dead"]
+
+
+def mixed_fleet():
+    """Fresh, failed, stale (a pass and a failure), never run, running, interrupted and absent nodes, as the summary of
+    the Nodes' verdicts reads them."""
+    failed = wrong_gpu()
+    failed["node"] = "bad"
+    nodes = [written_node("fresh", PASSED, at=NOW), written_node("bad", failed, at=NOW),
+             written_node("stale", PASSED, at=NOW - 3 * 86400), written_node("stale-bad", failed, at=NOW - 3 * 86400),
+             written_node("busy", state="running", at=NOW - 60), written_node("dead", state="running", at=NOW - 7200),
+             {"metadata": {"name": "never"}, "status": {}}]
+    return nodes, verdict.fleet_inputs(nodes, hosts=["gone"], now=NOW, max_age=86400, max_running=900)
+
+
+def test_the_summary_of_the_nodes_says_of_each_whether_its_verdict_still_holds():
+    _nodes, (names, results, reasons) = mixed_fleet()
+    # As the summary action hands them over: the inventory's hosts without a verdict come with None.
+    results = dict(results, stale=None, never=None)
+    summary = fleet.fleet_summary(names, results=results, mode="verdicts", not_run_reasons=reasons)
+    states = dict((row["host"], row["freshness"]) for row in summary["rows"])
+    assert states == {"fresh": "fresh", "bad": "failed", "stale": "stale", "stale-bad": "stale", "busy": "running",
+                      "dead": "stale", "never": "never", "gone": "absent"}
+    assert summary["freshness"] == {"fresh": 1, "stale": 3, "failed": 1, "never": 1, "running": 1, "unreadable": 0,
+                                    "absent": 1}
+    # Its own column, beside the status; the reason a stale verdict no longer holds stays in the row's Why.
+    lines = fleet_markdown(summary).splitlines()
+    header = [line for line in lines if line.startswith("| Node | Status |")][0]
+    assert header.startswith("| Node | Status | Verdict | Phase |")
+    stale_row = [line for line in lines if line.startswith("| stale | ")][0]
+    assert stale_row.startswith("| stale | not run | stale | - |") and "older than 24 h (gpu_demo_verdict_max_age)" in stale_row
+    assert [line for line in lines if line.startswith("| never | ")][0].startswith("| never | not run | never run |")
+    assert "| Verdict: stale | 3 |" in lines and "| Verdict: fresh | 1 |" in lines
+    page = fleet_html(summary)
+    assert 'class="badge verdict-stale">stale</span>' in page
+    # The HTML table has the column too: as many cells in each row as headers.
+    table = page.split('<table id="nodes">', 1)[1].split("</table>", 1)[0]
+    head, body = table.split("</thead>", 1)
+    assert all(row.count("</td>") == head.count("</th>") == 14 for row in body.split("<tr ")[1:])
+    chinese = fleet_markdown(fleet.fleet_summary(names, results=results, mode="verdicts", not_run_reasons=reasons, lang="zh"))
+    assert "| 节点 | 结论 | 结论状态 |" in chinese and "| 结论状态：已过时 | 3 |" in chinese
+    assert "| gone | 未运行 | 集群中没有该节点 |" in chinese
+
+
+def test_a_run_summary_has_no_verdict_column():
+    summary = fleet.fleet_summary(["gpu-a2"], results={"gpu-a2": PASSED}, run_id="p1")
+    assert summary["freshness"] is None and summary["rows"][0]["freshness"] is None
+    assert "Verdict" not in fleet_markdown(summary) and "verdict-" not in fleet_html(summary).split("</style>")[1]
+
+
+def test_the_summary_of_the_nodes_names_each_nodes_latest_report_kept_in_the_cluster():
+    nodes, (names, results, reasons) = mixed_fleet()
+    annotation = verdict.REPORT_CONFIGMAP_ANNOTATION
+    for node, reference in zip(nodes, ["gpu-operator/gpu-preflight-report-fresh-r1", "gpu-operator/gpu-preflight-report-bad-r1",
+                                       "gpu-operator/gpu-preflight-report-stale-r0", "not a configmap; rm -rf /"]):
+        node["metadata"]["annotations"][annotation] = reference
+    kept = verdict.report_configmaps(nodes)
+    # An annotation that names no ConfigMap (edited by hand) is never shown as a command to run.
+    assert kept == {"fresh": "gpu-operator/gpu-preflight-report-fresh-r1", "bad": "gpu-operator/gpu-preflight-report-bad-r1",
+                    "stale": "gpu-operator/gpu-preflight-report-stale-r0"}
+    summary = fleet.fleet_summary(names, results=results, mode="verdicts", not_run_reasons=reasons,
+                                  report_configmaps=dict(kept, never="no-slash"))
+    by_host = dict((row["host"], row["report_configmap"]) for row in summary["rows"])
+    assert by_host == {"fresh": kept["fresh"], "bad": kept["bad"], "stale": kept["stale"], "stale-bad": None, "busy": None,
+                       "dead": None, "never": None, "gone": None}
+    text = fleet_markdown(summary)
+    assert "| stale | `kubectl get configmap -n gpu-operator gpu-preflight-report-stale-r0 -o yaml` |" in text
+    assert "| fresh | `kubectl get configmap -n gpu-operator gpu-preflight-report-fresh-r1 -o yaml` |" in text
+    assert "stale-bad | `kubectl" not in text and "rm -rf" not in text
+    assert '<code title="kubectl get configmap -n gpu-operator gpu-preflight-report-bad-r1 -o yaml">' in fleet_html(summary)
 
 
 def test_verdicts_handed_by_jobs_count_when_the_cluster_cannot_be_read():

@@ -13,6 +13,10 @@ import pytest
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import verdict
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
+# Recorded from the simulated cluster's DRA topology: node prod102, driver gpu.nvidia.com, one device gpu-0.
+DRA_FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "dra"
+DRA_NODE = json.loads((DRA_FIXTURES / "nodes.json").read_text())["items"][0]
+DRA_SLICE = json.loads((DRA_FIXTURES / "resourceslices.json").read_text())["items"][0]
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
 NOW = 1764580000   # 2025-12-01T09:06:40Z
 BOOT = "5d0c7e3a-1f2b-4c55-9a7e-0f1e2d3c4b5a"
@@ -72,7 +76,10 @@ def test_each_change_makes_it_stale_and_says_which(change, pods, expected):
 
 def test_age_and_what_was_not_recorded():
     written = proven(node(), [plugin_pod("uid-a")])
-    assert verdict.staleness(written, node(), [plugin_pod("uid-a")], now=NOW + 86401, max_age=86400) == ["older than 24 h"]
+    assert verdict.staleness(written, node(), [plugin_pod("uid-a")], now=NOW + 86401, max_age=86400) == [
+        "older than 24 h (gpu_demo_verdict_max_age)"]
+    assert verdict.staleness(written, node(), [plugin_pod("uid-a")], now=NOW + 61, max_age=60) == [
+        "older than 60 s (gpu_demo_verdict_max_age)"]
     # Pods not read: the device plugin is not compared; a verdict from before the basis was recorded: age only.
     assert verdict.staleness(written, node(), None, now=NOW + 60, max_age=86400) == []
     old = dict(written, basis=None)
@@ -115,3 +122,72 @@ def test_the_event_of_a_failure_is_a_warning_naming_the_phase_and_check(phase, r
 def test_the_event_of_a_pass_is_normal():
     body = verdict.event(proven(node(), []), node(), NOW, "c")
     assert (body["type"], body["reason"]) == ("Normal", "GPUPreflightPassed") and "GPU pre-flight passed" in body["note"]
+
+
+# -- A DRA node: what it was proven against is the devices its ResourceSlices publish ----------------------------------
+
+def dra_slice(devices, generation=1, node_name="prod102"):
+    """The recorded slice, publishing ``devices`` (names) in pool generation ``generation``."""
+    item = copy.deepcopy(DRA_SLICE)
+    template = item["spec"]["devices"][0]
+    item["spec"]["devices"] = [dict(copy.deepcopy(template), name=name) for name in devices]
+    item["spec"]["pool"]["generation"] = generation
+    item["spec"]["nodeName"] = item["spec"]["pool"]["name"] = node_name
+    return item
+
+
+def dra_proven(slices):
+    return verdict.verdict_of_result(dict(PASSED, node="prod102"), NOW,
+                                     basis=verdict.verdict_basis(DRA_NODE, "nvidia.com/gpu", [], slices))
+
+
+def test_a_dra_nodes_basis_names_its_published_devices_and_a_device_plugin_node_records_none():
+    assert verdict.verdict_basis(DRA_NODE, "nvidia.com/gpu", [], [DRA_SLICE])["dra_devices"] == ["gpu.nvidia.com/prod102/gpu-0"]
+    # A republished pool: only its newest generation counts (what the scheduler reads); another node's slice is not ours.
+    slices = [dra_slice(["gpu-0", "gpu-1"], generation=1), dra_slice(["gpu-1", "gpu-0"], generation=2),
+              dra_slice(["gpu-0"], node_name="prod103")]
+    assert verdict.verdict_basis(DRA_NODE, "nvidia.com/gpu", [], slices)["dra_devices"] == [
+        "gpu.nvidia.com/prod102/gpu-0", "gpu.nvidia.com/prod102/gpu-1"]
+    assert "dra_devices" not in verdict.verdict_basis(node(), "nvidia.com/gpu", [plugin_pod("uid-a")], slices)
+    assert "dra_devices" not in verdict.verdict_basis(DRA_NODE, "nvidia.com/gpu", [], None)
+
+
+@pytest.mark.parametrize("now_devices, expected", [
+    (["gpu-0"], "the node's DRA devices changed 2 -> 1 (gone: gpu.nvidia.com/prod102/gpu-1)"),
+    (["gpu-0", "gpu-1", "gpu-2"], "the node's DRA devices changed 2 -> 3 (new: gpu.nvidia.com/prod102/gpu-2)"),
+    (["gpu-0", "gpu-7"], "the node's DRA devices changed 2 -> 2 (gone: gpu.nvidia.com/prod102/gpu-1; "
+                         "new: gpu.nvidia.com/prod102/gpu-7)"),
+    ([], "the node's DRA devices changed 2 -> 0 (gone: gpu.nvidia.com/prod102/gpu-0, gpu.nvidia.com/prod102/gpu-1)"),
+])
+def test_changed_dra_devices_make_it_stale_and_say_which(now_devices, expected):
+    written = dra_proven([dra_slice(["gpu-0", "gpu-1"])])
+    assert verdict.staleness(written, DRA_NODE, [], now=NOW + 60, max_age=86400,
+                             slices=[dra_slice(now_devices, generation=3)]) == [expected]
+
+
+def test_the_same_dra_devices_are_fresh_and_slices_not_read_are_not_compared():
+    written = dra_proven([dra_slice(["gpu-0", "gpu-1"])])
+    assert verdict.staleness(written, DRA_NODE, [], now=NOW + 60, max_age=86400,
+                             slices=[dra_slice(["gpu-1", "gpu-0"], generation=2)]) == []
+    assert verdict.staleness(written, DRA_NODE, [], now=NOW + 60, max_age=86400, slices=None) == []
+
+
+def test_many_changed_devices_are_named_three_at_most():
+    written = dra_proven([dra_slice(["gpu-{0}".format(index) for index in range(8)])])
+    reason, = verdict.staleness(written, DRA_NODE, [], now=NOW + 60, max_age=86400, slices=[dra_slice(["gpu-0"], 2)])
+    assert reason.startswith("the node's DRA devices changed 8 -> 1 (gone: gpu.nvidia.com/prod102/gpu-1, ")
+    assert reason.endswith("gpu.nvidia.com/prod102/gpu-3 and 4 more)")
+
+
+def test_the_fleet_says_a_dra_node_is_stale_when_its_devices_changed():
+    written = dra_proven([dra_slice(["gpu-0", "gpu-1"])])
+    on_node = copy.deepcopy(DRA_NODE)
+    writes = verdict.node_writes(written, on_node, now=NOW)
+    on_node["metadata"].setdefault("labels", {}).update(writes["metadata"]["metadata"]["labels"])
+    on_node["metadata"]["annotations"] = writes["metadata"]["metadata"]["annotations"]
+    on_node["status"]["conditions"] = writes["status"]["status"]["conditions"]
+    _names, results, reasons = verdict.fleet_inputs([on_node], now=NOW + 60, pods=[], slices=[dra_slice(["gpu-0"], 2)])
+    assert results == {} and reasons["prod102"].endswith(
+        ": the node's DRA devices changed 2 -> 1 (gone: gpu.nvidia.com/prod102/gpu-1)")
+    _names, results, reasons = verdict.fleet_inputs([on_node], now=NOW + 60, pods=[], slices=[dra_slice(["gpu-0", "gpu-1"])])
+    assert list(results) == ["prod102"] and reasons == {}

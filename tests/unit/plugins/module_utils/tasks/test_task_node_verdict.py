@@ -35,6 +35,9 @@ class FakeApi:
         self.allowed = allowed
         self.race = race
         self.event_refused = False
+        # The node's ResourceSlices (a device plugin node has none), or the status the API server answers a list with.
+        self.slices = []
+        self.slices_refused = None
 
     def read_node(self, name):
         self.calls.append(("GET", name))
@@ -65,6 +68,12 @@ class FakeApi:
         return Response({"items": [{"metadata": {"name": "nvidia-device-plugin-daemonset-7xk2p", "uid": "uid-plugin",
                                                  "labels": {"app": "nvidia-device-plugin-daemonset"}},
                                     "spec": {"nodeName": "gpu-a2"}, "status": {"phase": "Running"}}]})
+
+    def list_resource_slice(self, **kwargs):
+        self.calls.append(("LIST resourceslices", kwargs.get("field_selector")))
+        if self.slices_refused:
+            raise ApiException(status=self.slices_refused, reason="refused")
+        return Response({"items": self.slices})
 
     def create_event(self, namespace, body, **kwargs):
         self.calls.append(("POST event", namespace, body))
@@ -124,6 +133,33 @@ def test_the_verdict_goes_to_the_status_as_a_strategic_merge_and_to_the_node_as_
     assert result["event"] == event[2]
 
 
+def dra_slice(node="gpu-a2", devices=("gpu-0", "gpu-1")):
+    return {"metadata": {"name": "{0}-gpu.nvidia.com-x1".format(node)},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": name} for name in devices]}}
+
+
+def test_a_dra_nodes_verdict_records_the_devices_its_slices_publish(api):
+    fake = api(FakeApi(a_node()))
+    fake.slices = [dra_slice()]
+    result = node_verdict.run(params(result=PASSED), False, lambda message: None)
+    assert result["verdict"]["basis"]["dra_devices"] == ["gpu.nvidia.com/gpu-a2/gpu-0", "gpu.nvidia.com/gpu-a2/gpu-1"]
+    # Only the node's slices are asked for (the API server filters by spec.nodeName).
+    assert ("LIST resourceslices", "spec.nodeName=gpu-a2") in fake.calls
+
+
+@pytest.mark.parametrize("status, warned", [(404, False), (403, True)])
+def test_slices_that_cannot_be_read_leave_the_devices_unrecorded_and_the_verdict_stands(api, status, warned):
+    """404: the API server serves no DRA (nothing to record); 403: refused, said as a warning."""
+    fake = api(FakeApi(a_node()))
+    fake.slices_refused = status
+    warnings = []
+    result = node_verdict.run(params(result=PASSED), False, warnings.append)
+    assert result["changed"] and "dra_devices" not in result["verdict"]["basis"]
+    assert [warning for warning in warnings if "the verdict records no DRA devices" in warning] == (
+        [warnings[0]] if warned else []), warnings
+
+
 def test_an_event_that_cannot_be_created_is_a_warning_and_the_verdict_stands(api):
     fake = api(FakeApi(a_node()))
     fake.event_refused = True
@@ -138,7 +174,8 @@ def test_check_mode_reads_and_writes_nothing(api):
     fake = api(FakeApi(a_node([{"key": GATE, "effect": "NoSchedule"}])))
     result = node_verdict.run(params(result=PASSED, remove_taint=GATE), True, lambda message: None)
     # Reads only: the Node and its pods (what the verdict would be proven against); no patch, no Event.
-    assert result["changed"] and result["taint_removed"] and [call[0] for call in fake.calls] == ["GET", "LIST pods"]
+    assert result["changed"] and result["taint_removed"] and [call[0] for call in fake.calls] == [
+        "GET", "LIST pods", "LIST resourceslices"]
     assert result["event"]["reason"] == "GPUPreflightPassed"
 
 
