@@ -125,6 +125,8 @@ def test_a_dra_report_speaks_of_devices_and_claims_not_allocatable(lang, device_
     markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=DRA_PASSED)
     assert "allocatable gpu.nvidia.com" not in markdown and "describe node" not in markdown
     assert "可分配数量" not in markdown and "Requests" not in markdown
+    # Nor in the summary block of the zh report, nor the device plugin's hand-over in its chain of steps.
+    assert "allocatable=" not in markdown and "设备插件填入" not in markdown
     for words in device_words:
         assert words in markdown
 
@@ -133,3 +135,9 @@ def test_a_dra_report_speaks_of_devices_and_claims_not_allocatable(lang, device_
 def test_a_device_plugin_report_keeps_the_nodes_allocated_resources(lang):
     markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=PASSED)
     assert "kubectl describe node" in markdown and "Requests" in markdown
+
+
+def test_a_dra_timeline_counts_the_devices_of_the_class_not_the_scheduler_s_units():
+    svg = render("timeline.svg.j2", _gpu_demo_result=DRA_PASSED)
+    assert "free devices of DeviceClass gpu.nvidia.com on prod102 (its ResourceSlices" in svg
+    assert "free gpu.nvidia.com on" not in svg and "the scheduler&#39;s ledger" not in svg
