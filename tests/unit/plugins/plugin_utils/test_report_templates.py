@@ -141,3 +141,16 @@ def test_a_dra_timeline_counts_the_devices_of_the_class_not_the_scheduler_s_unit
     svg = render("timeline.svg.j2", _gpu_demo_result=DRA_PASSED)
     assert "free devices of DeviceClass gpu.nvidia.com on prod102 (its ResourceSlices" in svg
     assert "free gpu.nvidia.com on" not in svg and "the scheduler&#39;s ledger" not in svg
+
+
+@pytest.mark.parametrize("lang, none_held", [
+    ("en", "| GPUs held (occupied window) | none: no demo pod was ever bound to the node, so no GPU was held |"),
+    ("zh", "| GPU 被占用的时间 | 无：没有演示 Pod 被调度到节点上，没有占用任何 GPU |"),
+])
+def test_a_run_whose_hold_never_ran_says_no_gpu_was_held(lang, none_held):
+    result = copy.deepcopy(DRA_PASSED)
+    result["timeline"]["held"], result["timeline"]["window"] = False, None
+    result["durations"]["occupied_window"] = None
+    markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=result)
+    assert none_held in markdown
+    assert render("report.{0}.md.j2".format(lang), _gpu_demo_result=DRA_PASSED).count("8.70") == 2
