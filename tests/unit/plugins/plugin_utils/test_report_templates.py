@@ -154,3 +154,18 @@ def test_a_run_whose_hold_never_ran_says_no_gpu_was_held(lang, none_held):
     markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=result)
     assert none_held in markdown
     assert render("report.{0}.md.j2".format(lang), _gpu_demo_result=DRA_PASSED).count("8.70") == 2
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_whole_second_events_show_no_milliseconds_they_do_not_have(lang):
+    """The kubelet's events carry whole seconds: "Pulling" read 16:43:46.000, 0.39 s before the "Scheduled" it follows."""
+    result = copy.deepcopy(DRA_PASSED)
+    for event in result["events"]:
+        event["precise"] = event["reason"] in ("Scheduled", "FailedScheduling")
+        event["placed_epoch"] = event["at_epoch"]
+    result["events"][1]["placed_epoch"] = result["events"][0]["at_epoch"]   # Pulling, placed after Scheduled
+    markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=result)
+    assert "| 16:43:46.391 | 0.39 | Normal | Scheduled |" in markdown
+    assert "| 16:43:46 | ≈0 | Normal | Pulling |" in markdown
+    assert "16:43:46.000" not in markdown and "| 0.00 |" not in markdown
+    assert ("whole seconds" if lang == "en" else "整秒") in markdown
