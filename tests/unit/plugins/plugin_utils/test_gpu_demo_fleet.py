@@ -294,9 +294,9 @@ def test_a_summary_of_no_node_never_passes_and_says_why(lang):
 
 def status_bar(page):
     """The status bar's svg element and its segments' (x, width) from the page."""
-    bar = re.search(r'<svg[^>]*aria-label="[^"]*"[^>]*>(.*?)</svg>', page, re.S)
-    segments = re.findall(r'<rect x="([^"]+)" y="0" width="([^"]+)"', bar.group(1))
-    return bar.group(0), segments
+    drawing = re.search(r'<svg[^>]*aria-label="[^"]*"[^>]*>(.*?)</svg>', page, re.S)
+    segments = re.findall(r'<rect x="([^"]+)" y="0" width="([^"]+)"', drawing.group(1))
+    return drawing.group(0), segments
 
 
 def test_the_status_bar_spans_the_page_so_that_all_passed_reads_as_full():
