@@ -153,6 +153,7 @@ def test_a_run_whose_hold_never_ran_says_no_gpu_was_held(lang, none_held):
     result["durations"]["occupied_window"] = None
     markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=result)
     assert none_held in markdown
+    assert "no GPU held (no demo pod was bound to the node)" in render("timeline.svg.j2", _gpu_demo_result=result)
     assert render("report.{0}.md.j2".format(lang), _gpu_demo_result=DRA_PASSED).count("8.70") == 2
 
 
