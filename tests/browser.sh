@@ -24,6 +24,7 @@ done
 
 # shellcheck source=as_root.sh
 . "$(dirname "$0")/as_root.sh"
+as_root=()   # set by as_root_for
 as_root_for chromium
 # The packages are kept in ~/.cache/gpuops-browser/<distribution>-<architecture>/chromium-<version>/ and installed
 # from there the next time (no index update, no download): the newest kept version for this distribution.

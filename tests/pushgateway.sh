@@ -21,6 +21,7 @@ for name in prometheus-pushgateway pushgateway; do
 done
 # shellcheck source=as_root.sh
 . "$(dirname "$0")/as_root.sh"
+as_root=()   # set by as_root_for
 as_root_for prometheus-pushgateway
 started=$SECONDS
 # The package's service must not start: it would listen on every address (the test runs its own on 127.0.0.1).
