@@ -138,7 +138,7 @@ def test_a_hold_that_the_scheduler_never_binds_held_no_gpu_and_reports_no_occupi
     assert "scheduled" not in run.result["timeline"]["offsets"].get("gpu-demo-hold", {}), run.result["timeline"]
     assert run.result["timeline"]["held"] is False and run.result["timeline"]["window"] is None
     assert run.result["durations"]["occupied_window"] is None
-    assert ("| GPUs held (occupied window) | none: no demo pod was ever bound to the node, so no GPU was held |"
+    assert ("| GPUs held (occupied window) | none: no demo pod ever ran on the node, so no GPU was held |"
             in run.markdown.read_text())
     assert leftovers(sim) == [] and dra_state(sim) == before
 
@@ -212,6 +212,10 @@ def test_a_driver_the_kubelet_does_not_know_fails_naming_failed_prepare(sim, tmp
     running = run.check("hold_running")
     assert running["passed"] is False
     assert "FailedPrepareDynamicResources" in running["detail"] and "gpu.nvidia.com" in running["detail"], running
+    # Bound, its claim allocated, but never running: no container had the GPU, so there is no occupied window.
+    assert "scheduled" in run.result["timeline"]["offsets"]["gpu-demo-hold"], run.result["timeline"]
+    assert run.result["timeline"]["held"] is False and run.result["durations"]["occupied_window"] is None
+    assert "| GPUs held (occupied window) | none: no demo pod ever ran on the node, so no GPU was held |" in run.markdown.read_text()
     assert leftovers(sim) == [] and dra_state(sim) == before
 
 

@@ -372,17 +372,18 @@ def gone_by(wait_results):
 
 
 def held_a_gpu(transitions, holders):
-    """Whether any of ``holders`` was bound to the node: a pod holds its units from being scheduled on, so one that
-    was never bound (Pending until deleted, refused by the scheduler) held no GPU at all."""
-    return any(times.get("scheduled") is not None or times.get("running") is not None
+    """Whether any of ``holders`` ran on the node, and so had its GPUs. A pod never bound (refused by the scheduler)
+    had none; nor had one bound that never ran: through DRA, a claim allocated to it whose devices the driver never
+    prepared (FailedPrepareDynamicResources) reached no container, however long the pod waited to start."""
+    return any(times.get("running") is not None or times.get("succeeded") is not None
                for pod, times in (transitions or {}).items() if pod in holders)
 
 
 def occupied_window(transitions, holders):
     """From the first creation among ``holders`` to the last pod gone: the time the GPUs were taken.
 
-    Returns {start, end, seconds} (epoch seconds), or None when either end is unknown or no holder was ever bound to
-    the node (then no GPU was taken, however long the pods existed).
+    Returns {start, end, seconds} (epoch seconds), or None when either end is unknown or no holder ever ran on the
+    node (then no GPU was taken, however long the pods existed).
     """
     if not held_a_gpu(transitions, holders):
         return None
@@ -397,7 +398,7 @@ def demo_timeline(wait_results, allocatable, units_by_pod, held_before=0, start=
     """What the report's SVG draws: pod lanes and the node's free units, in seconds since ``start``.
 
     ``window`` is the occupied window (first pod of ``order`` created .. last pod gone), None when ``held`` is false:
-    no pod asking for units was ever bound to the node.
+    no pod asking for units ever ran on the node.
     """
     transitions = merge_transitions(wait_results)
     moments = [moment for times in transitions.values() for moment in times.values()]

@@ -144,8 +144,8 @@ def test_a_dra_timeline_counts_the_devices_of_the_class_not_the_scheduler_s_unit
 
 
 @pytest.mark.parametrize("lang, none_held", [
-    ("en", "| GPUs held (occupied window) | none: no demo pod was ever bound to the node, so no GPU was held |"),
-    ("zh", "| GPU 被占用的时间 | 无：没有演示 Pod 被调度到节点上，没有占用任何 GPU |"),
+    ("en", "| GPUs held (occupied window) | none: no demo pod ever ran on the node, so no GPU was held |"),
+    ("zh", "| GPU 被占用的时间 | 无：没有演示 Pod 在节点上运行过，没有占用任何 GPU |"),
 ])
 def test_a_run_whose_hold_never_ran_says_no_gpu_was_held(lang, none_held):
     result = copy.deepcopy(DRA_PASSED)
@@ -153,7 +153,7 @@ def test_a_run_whose_hold_never_ran_says_no_gpu_was_held(lang, none_held):
     result["durations"]["occupied_window"] = None
     markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=result)
     assert none_held in markdown
-    assert "no GPU held (no demo pod was bound to the node)" in render("timeline.svg.j2", _gpu_demo_result=result)
+    assert "no GPU held (no demo pod ran on the node)" in render("timeline.svg.j2", _gpu_demo_result=result)
     assert render("report.{0}.md.j2".format(lang), _gpu_demo_result=DRA_PASSED).count("8.70") == 2
 
 
