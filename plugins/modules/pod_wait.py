@@ -352,7 +352,7 @@ failed_scheduling:
       at: "2026-10-12T08:01:09.120Z"
       parsed: {"nodes_total": 1, "nodes_available": 0, "reasons": {"Insufficient nvidia.com/gpu": 1}, "insufficient": ["nvidia.com/gpu"]}
 events:
-  description: The pods' events, oldest first (at, type, reason, source, object, pod, message, count).
+  description: The pods' events, oldest first (at, precise, placed_epoch, type, reason, source, object, pod, message, count).
   returned: when O(events=true)
   type: list
   elements: dict

@@ -203,7 +203,8 @@ def machine_readable(summary):
 COLORS = {"pending": "#c9ced6", "unschedulable": "#f0a04b", "starting": "#9ec5ef", "running": "#2f7fd3",
           "succeeded": "#3aa55d", "failed": "#d1453b", "terminating": "#8a6fc9"}
 STATUS_COLORS = {"failed": "#d1453b", "not_run": "#8a8f98", "checked": "#2f7fd3", "passed": "#3aa55d"}
-STATUS_BAR = (600, 18)
+# The status bar spans the page's width (percent); only its height is fixed, in pixels.
+STATUS_BAR_HEIGHT = 18
 WINDOW_BAR = (80, 12)
 LANES = (520, 16, 200)
 
@@ -258,15 +259,15 @@ def _epoch(iso):
 
 
 def _status_bar(counts, words):
-    """The run at a glance: one stacked bar, a segment per status."""
-    width, _height = STATUS_BAR
+    """The run at a glance: one stacked bar across the page's width, a segment per status, each its share of the nodes
+    in percent. A bar of fixed pixels was a fraction of a wide page, so 1 of 1 passed read as half done."""
     total = max(counts["nodes"], 1)
     segments, x = [], 0.0
     for status in STATUSES:
         if not counts[status]:
             continue
-        share = counts[status] * float(width) / total
-        segments.append({"x": "%.1f" % x, "width": "%.1f" % share, "color": STATUS_COLORS[status],
+        share = counts[status] * 100.0 / total
+        segments.append({"x": "%.2f%%" % x, "width": "%.2f%%" % share, "color": STATUS_COLORS[status],
                          "title": "%s: %d" % (words[status], counts[status])})
         x += share
     return segments
@@ -389,7 +390,7 @@ def page(summary):
         "title": words["title"].format(nodes=counts["nodes"]), "run_id": summary["run_id"],
         "mode": words[summary["mode"]], "generated_at": summary["generated_at"] or "-", "verdict": _verdict(summary, words),
         "counts": counts, "statuses": [{"status": status, "count": counts[status], "text": words[status]} for status in STATUSES],
-        "status_bar": _status_bar(counts, words), "status_bar_size": STATUS_BAR, "window_bar_size": WINDOW_BAR,
+        "status_bar": _status_bar(counts, words), "status_bar_height": STATUS_BAR_HEIGHT, "window_bar_size": WINDOW_BAR,
         "by_check": [dict(group, phase=_phase_name(group["phase"], lang),
                           examples=", ".join(group["nodes"][:5]) + (" …" if len(group["nodes"]) > 5 else ""),
                           examples_md=", ".join(group["nodes"][:5])) for group in summary["by_check"]],

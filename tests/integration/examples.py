@@ -13,7 +13,10 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parents[2]
 EXAMPLES = CHECKOUT / "docs" / "report-example"
 # The per-node examples: name -> (topology, language); files gpu-demo-prod102-example-<name>.{json,md,svg}.
-PER_NODE = {"en-4gpus": ("four-gpus", "en"), "zh": ("default", "zh")}
+PER_NODE = {"en-4gpus": ("four-gpus", "en"), "zh": ("default", "zh"), "dra-zh": ("dra", "zh"),
+            "dra-failed-zh": ("dra-unregistered", "zh")}
+# The examples of a run that fails (the DRA driver the kubelet does not know: the hold is bound, never prepared).
+FAILING = ("dra-failed-zh",)
 STALE = "docs/report-example is not what the current code writes: run `make report-example` and commit the result"
 
 

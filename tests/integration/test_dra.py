@@ -88,6 +88,59 @@ def test_the_walkthrough_through_dra_passes_and_leaves_nothing(sim, tmp_path, re
     assert run.result["hold"]["pods"][0]["visible_devices"]["mode"] == "void"
     assert leftovers(sim) == [] and dra_state(sim) == before
     assert not list((Path(sim.dir.run) / "nodes" / "prod102" / "var" / "run" / "cdi").glob("k8s.gpu.nvidia.com-claim_*"))
+    assert_reports_speak_dra(run)
+    assert_events_in_causal_order(run.result["events"])
+
+
+def assert_reports_speak_dra(run: Run) -> None:
+    """A DRA node advertises no allocatable count for its GPUs and kubectl describe node shows no row for them: no
+    report (Markdown, SVG, JSON) says either; the ledger checks name the devices and the claims that hold them."""
+    for text in (run.markdown.read_text(), run.svg.read_text(), json.dumps(run.result)):
+        assert "allocatable gpu.nvidia.com" not in text and "Allocated resources" not in text
+        assert "kubectl describe node prod102`, Allocated" not in text
+    assert run.check("ledger_full")["detail"].startswith(
+        "1 device(s) of DeviceClass gpu.nvidia.com in the ResourceSlices of prod102, 1 allocated to claims: gpu-0 (claim "
+        "gpu-operator/gpu-demo-hold-"), run.check("ledger_full")
+    assert run.check("ledger_restored")["detail"].startswith(
+        "after: 1 device(s) of DeviceClass gpu.nvidia.com in the ResourceSlices of prod102, 0 allocated to claims")
+
+
+def assert_events_in_causal_order(events: list) -> None:
+    """The kubelet's events carry whole seconds, the scheduler's microseconds: each says which, and none of a pod is
+    placed before that pod's Scheduled event."""
+    kubelet = [event for event in events if event["source"] == "kubelet"]
+    assert kubelet and all(event["precise"] is False for event in kubelet), events
+    assert all(event["precise"] is True for event in events if event["reason"] == "Scheduled"), events
+    for index, event in enumerate(events):
+        scheduled = next((item for item in events if item["pod"] == event["pod"] and item["reason"] == "Scheduled"), None)
+        if event["source"] == "kubelet" and scheduled:
+            assert events.index(scheduled) < index and event["placed_epoch"] >= scheduled["at_epoch"], events
+
+
+def test_a_hold_that_the_scheduler_never_binds_held_no_gpu_and_reports_no_occupied_window(sim, tmp_path):
+    # The wrong world: the DeviceClass selects no device of the node, with a selector the pre-flight cannot evaluate
+    # (so it lets the run go on "up to 1 device"); the scheduler then finds no device for the hold's claim, and the
+    # hold pod stays Pending until the wait gives up and the cleanup deletes it.
+    sim.use_topology("dra")
+    before = dra_state(sim)
+    nothing = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type.startsWith('no-such-')"
+    sim.kubectl("patch", "deviceclass", "gpu.nvidia.com", "--type=merge",
+                "-p", json.dumps({"spec": {"selectors": [{"cel": {"expression": nothing}}]}}))
+    try:
+        run = run_demo(sim, tmp_path, gpu_demo_dra_request="claim", gpu_demo_timeout=8)
+    finally:
+        sim.kubectl("patch", "deviceclass", "gpu.nvidia.com", "--type=merge",
+                    "-p", json.dumps({"spec": {"selectors": [{"cel": {"expression": (
+                        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'")}}]}}))
+    assert run.rc != 0
+    assert run.check("hold_running")["passed"] is False, run.check("hold_running")
+    # The pod existed for the whole wait, but was never bound: no GPU was held, so there is no window to report.
+    assert "scheduled" not in run.result["timeline"]["offsets"].get("gpu-demo-hold", {}), run.result["timeline"]
+    assert run.result["timeline"]["held"] is False and run.result["timeline"]["window"] is None
+    assert run.result["durations"]["occupied_window"] is None
+    assert ("| GPUs held (occupied window) | none: no demo pod ever ran on the node, so no GPU was held |"
+            in run.markdown.read_text())
+    assert leftovers(sim) == [] and dra_state(sim) == before
 
 
 def test_the_ledger_equals_what_kubectl_says_on_a_mixed_fleet(sim):
@@ -159,6 +212,10 @@ def test_a_driver_the_kubelet_does_not_know_fails_naming_failed_prepare(sim, tmp
     running = run.check("hold_running")
     assert running["passed"] is False
     assert "FailedPrepareDynamicResources" in running["detail"] and "gpu.nvidia.com" in running["detail"], running
+    # Bound, its claim allocated, but never running: no container had the GPU, so there is no occupied window.
+    assert "scheduled" in run.result["timeline"]["offsets"]["gpu-demo-hold"], run.result["timeline"]
+    assert run.result["timeline"]["held"] is False and run.result["durations"]["occupied_window"] is None
+    assert "| GPUs held (occupied window) | none: no demo pod ever ran on the node, so no GPU was held |" in run.markdown.read_text()
     assert leftovers(sim) == [] and dra_state(sim) == before
 
 

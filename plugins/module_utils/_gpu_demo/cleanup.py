@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import ledger_words
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import k8s_deleted, pod_ids, reason, resource_entry
 
 
@@ -51,11 +52,21 @@ def judge_cleanup(final, before, vllm_after, settings):
         check("run_pods_gone", met and not left, gone),
         check("ledger_restored", entry.get("allocatable", -1) == before.get("allocatable") and entry.get("requested", -1) == before.get("held_by_others")
               and holder_ids == before_ids,
-              "after: allocatable {0}, requested {1}, holders {2}; before: allocatable {3}, requested {4} (other pods), "
-              "holders {5}".format(entry.get("allocatable", "?"), entry.get("requested", "?"), ", ".join(holder_ids) or "none",
-                                   before.get("allocatable"), before.get("held_by_others"), ", ".join(before_ids) or "none")),
+              _restored_detail(entry, before, node, holder_ids, before_ids)),
         check("vllm_unchanged", not url or (vllm.get("healthy") == before_vllm.get("healthy") and vllm.get("status") == before_vllm.get("status")),
               "/health {0} before, {1} after".format(before_vllm.get("status") or "no answer", vllm.get("status") or "no answer")
               if url else "no inference server URL given (gpu_demo_vllm_health_url)"),
     ]
     return {"after": after, "checks": checks}
+
+
+def _restored_detail(entry, before, node, holder_ids, before_ids):
+    """The ledger after the run beside the one before it: a device plugin's allocatable and requested units, or (DRA)
+    the devices of the class and the claims that hold them, which is all a DRA node's ledger is."""
+    if entry.get("dra") or before.get("dra"):
+        return "after: {0}, holders {1}; before: {2} device(s), {3} allocated to other pods' claims, holders {4}".format(
+            ledger_words(entry, node) if entry else "the ledger was not read", ", ".join(holder_ids) or "none",
+            before.get("allocatable"), before.get("held_by_others"), ", ".join(before_ids) or "none")
+    return "after: allocatable {0}, requested {1}, holders {2}; before: allocatable {3}, requested {4} (other pods), " \
+        "holders {5}".format(entry.get("allocatable", "?"), entry.get("requested", "?"), ", ".join(holder_ids) or "none",
+                             before.get("allocatable"), before.get("held_by_others"), ", ".join(before_ids) or "none")

@@ -83,6 +83,21 @@ def class_entry(node_entry, device_class):
     }
 
 
+def ledger_words(entry, node):
+    """A DRA node's ledger in DRA's words, for a check's detail: the devices of the class its ResourceSlices publish,
+    how many are allocated to claims, and which claim holds each for which pod. A DRA node advertises no allocatable
+    count for its GPUs and ``kubectl describe node`` shows no row for them, so the device plugin's words would send
+    the reader to look for what is not there."""
+    devices = (entry.get("dra") or {}).get("devices") or []
+    held = ["{0} (claim {1}/{2} for {3})".format(
+        device.get("name"), (device.get("claim") or {}).get("namespace"), (device.get("claim") or {}).get("name"),
+        ", ".join(pod.get("name") or "?" for pod in device.get("holders") or []) or "no pod")
+        for device in devices if device.get("allocated")]
+    return "{0} device(s) of DeviceClass {1} in the ResourceSlices of {2}, {3} allocated to claims{4}".format(
+        entry.get("allocatable", "?"), (entry.get("dra") or {}).get("device_class", "?"), node,
+        entry.get("requested", "?"), (": " + "; ".join(held)) if held else "")
+
+
 def devices_held(claims, ours):
     """How many devices ``claims`` (class_entry's) hold for others than the pods ``ours`` accepts (this run's leftovers,
     which the run deletes first), and one phrase per claim: "1 device held by ns/a, ns/b (claim ns/c)"."""

@@ -368,11 +368,22 @@ def gone_by(wait_results):
     return gone
 
 
+def held_a_gpu(transitions, holders):
+    """Whether any of ``holders`` ran on the node, and so had its GPUs. A pod never bound (refused by the scheduler)
+    had none; nor had one bound that never ran: through DRA, a claim allocated to it whose devices the driver never
+    prepared (FailedPrepareDynamicResources) reached no container, however long the pod waited to start."""
+    return any(times.get("running") is not None or times.get("succeeded") is not None
+               for pod, times in (transitions or {}).items() if pod in holders)
+
+
 def occupied_window(transitions, holders):
     """From the first creation among ``holders`` to the last pod gone: the time the GPUs were taken.
 
-    Returns {start, end, seconds} (epoch seconds), or None when either end is unknown.
+    Returns {start, end, seconds} (epoch seconds), or None when either end is unknown or no holder ever ran on the
+    node (then no GPU was taken, however long the pods existed).
     """
+    if not held_a_gpu(transitions, holders):
+        return None
     created = [times["created"] for pod, times in transitions.items() if pod in holders and "created" in times]
     gone = [times["deleted"] for times in transitions.values() if "deleted" in times]
     if not created or not gone:
@@ -383,7 +394,8 @@ def occupied_window(transitions, holders):
 def demo_timeline(wait_results, allocatable, units_by_pod, held_before=0, start=None, end=None, order=None):
     """What the report's SVG draws: pod lanes and the node's free units, in seconds since ``start``.
 
-    ``window`` is the occupied window (first pod of ``order`` created .. last pod gone).
+    ``window`` is the occupied window (first pod of ``order`` created .. last pod gone), None when ``held`` is false:
+    no pod asking for units ever ran on the node.
     """
     transitions = merge_transitions(wait_results)
     moments = [moment for times in transitions.values() for moment in times.values()]
@@ -395,6 +407,7 @@ def demo_timeline(wait_results, allocatable, units_by_pod, held_before=0, start=
     steps = free_units_timeline(transitions, allocatable, units_by_pod, held_before=held_before)
     free = [{"at": 0.0, "free": int(allocatable) - int(held_before)}]
     free += [{"at": round(step["at"] - start, 3), "free": step["free"]} for step in steps]
+    holders = [pod for pod, units in (units_by_pod or {}).items() if units]
     return {
         "start": start,
         "start_iso": iso(start),
@@ -406,8 +419,8 @@ def demo_timeline(wait_results, allocatable, units_by_pod, held_before=0, start=
         "lanes": pod_lanes(transitions, start, end, order=order),
         "free": free,
         "allocatable": int(allocatable),
-        "window": _window_report(occupied_window(transitions, [pod for pod, units in (units_by_pod or {}).items()
-                                                               if units]), start),
+        "held": held_a_gpu(transitions, holders),
+        "window": _window_report(occupied_window(transitions, holders), start),
     }
 
 

@@ -21,7 +21,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check, not_judged
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices, ledger_words
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.device_health import add_queue_pod_health, judge_hold_health
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
@@ -165,9 +165,7 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
                   "" if scheduling.get("from_event", True) else " (PodScheduled condition)",
                   scheduling.get("message", "no FailedScheduling event"))),
         check("ledger_full", entry.get("free", -1) == 0 and held_units == as_int(plan.get("units")) and len(pending) == 1,
-              "ledger {0} on {1}: allocatable {2}, requested {3}, free {4}; the hold pods account for {5}; {6} is {7}{8}".format(
-                  resource, node, entry.get("allocatable", "?"), entry.get("requested", "?"), entry.get("free", "?"), held_units,
-                  queue_name, "pending on the resource" if pending else "not pending on it", "" if ledger else " (ledger not read)")),
+              _ledger_full_detail(entry, node, resource, held_units, queue_name, pending, ledger)),
         check("hold_not_preempted", len(holds) == len(hold_names) and all(item.get("phase") == "Running" for item in holds)
               and not any(item.get("deletion_timestamp") for item in holds),
               "hold pods while the queue pod waits: {0}".format(
@@ -179,6 +177,19 @@ def judge_queue(queue, hold_names, plan, node, resource, namespace, queue_name):
         cause = "queue_pending failed first ({0})".format(checks[0]["detail"])
         checks = [not_judged(item["id"], cause) if item["id"] in FOLLOW_THE_QUEUE else item for item in checks]
     return scheduling, during, checks
+
+
+def _ledger_full_detail(entry, node, resource, held_units, queue_name, pending, ledger):
+    """What the ledger read while the queue pod waited: the node's allocatable and requested units of a device plugin's
+    resource, or (DRA) the devices of the class and the claims that hold them (kubectl get resourceclaims -A)."""
+    waiting = "{0} is {1}{2}".format(queue_name, "pending on the resource" if pending else "not pending on it",
+                                     "" if ledger else " (ledger not read)")
+    if entry.get("dra"):
+        return "{0}; free {1}; the hold pods' claims hold {2}; {3}".format(
+            ledger_words(entry, node), entry.get("free", "?"), held_units, waiting)
+    return "ledger {0} on {1}: allocatable {2}, requested {3}, free {4}; the hold pods account for {5}; {6}".format(
+        resource, node, entry.get("allocatable", "?"), entry.get("requested", "?"), entry.get("free", "?"), held_units,
+        waiting)
 
 
 # The queue checks that only hold while the queue pod is refused.

@@ -243,12 +243,14 @@ def _dra(result):
 
 
 def _event_times(event):
+    """(first, last, precise): when the event was first and last seen, and whether the first is the API's microsecond
+    eventTime. Otherwise it is a whole second (firstTimestamp, creationTimestamp): the event happened within it."""
     metadata = event.get("metadata") or {}
     series = event.get("series") or {}
-    first = (parse_time(event.get("eventTime")) or parse_time(event.get("firstTimestamp"))
-             or parse_time(metadata.get("creationTimestamp")))
+    precise = parse_time(event.get("eventTime"))
+    first = precise or parse_time(event.get("firstTimestamp")) or parse_time(metadata.get("creationTimestamp"))
     last = (parse_time(series.get("lastObservedTime")) or parse_time(event.get("lastTimestamp")) or first)
-    return first, last
+    return first, last, precise is not None
 
 
 def _pod_filter(pods):
@@ -283,7 +285,7 @@ def event_timeline(events, pods=None, since=None):
             continue
         if names is not None and involved.get("uid") not in uids and involved.get("name") not in names:
             continue
-        first, last = _event_times(event)
+        first, last, precise = _event_times(event)
         if since is not None and (last or 0) < since - 1:
             continue
         source = event.get("source") or {}
@@ -291,6 +293,7 @@ def event_timeline(events, pods=None, since=None):
         rows.append({
             "at": iso(first),
             "at_epoch": first,
+            "precise": precise,
             "last_at": iso(last),
             "count": event.get("count") or series.get("count") or 1,
             "type": event.get("type") or "Normal",
@@ -301,21 +304,34 @@ def event_timeline(events, pods=None, since=None):
             "pod": involved.get("name"),
             "message": (event.get("message") or event.get("note") or "").strip(),
         })
-    order = {"FailedScheduling": 0, "Scheduled": 1, "Pulling": 2, "Pulled": 3, "Created": 4, "Started": 5,
-             "Killing": 6}
-    # The kubelet can record its first events a few milliseconds before the scheduler's Scheduled
-    # event of the same pod is written: nothing happens on a node before the pod is bound to it.
-    scheduled = {}
-    for row in rows:
-        if row["reason"] == "Scheduled" and row["at_epoch"] is not None:
-            scheduled.setdefault(row["pod"], row["at_epoch"])
-    for row in rows:
-        moment = row["at_epoch"] or 0
-        bound = scheduled.get(row["pod"])
-        if bound is not None and order.get(row["reason"], 9) > 1 and moment < bound:
-            moment = bound
-        row["_sort"] = (moment, order.get(row["reason"], 9), row["at_epoch"] or 0)
-    rows.sort(key=lambda row: row["_sort"])
-    for row in rows:
-        del row["_sort"]
+    _place_causally(rows)
+    rows.sort(key=lambda row: (row["placed_epoch"], LIFE_ORDER.get(row["reason"], 9), row["at_epoch"] or 0))
     return rows
+
+
+# The order a pod's events follow one another in its life.
+LIFE_ORDER = {"FailedScheduling": 0, "Scheduled": 1, "Pulling": 2, "Pulled": 3, "Created": 4, "Started": 5, "Killing": 6}
+
+
+def _place_causally(rows):
+    """Each row's ``placed_epoch``: where it goes in the table, never before an event of its pod that it follows.
+
+    The kubelet can record its first events a few milliseconds before the scheduler's Scheduled event of the same pod
+    is written: nothing happens on a node before the pod is bound to it. And a whole-second event (``precise`` false)
+    happened somewhere within its second: one that follows an event of its pod later in that second goes after it.
+    """
+    by_pod = {}
+    for row in rows:
+        row["placed_epoch"] = row["at_epoch"] or 0
+        by_pod.setdefault(row["pod"], []).append(row)
+    for pod_rows in by_pod.values():
+        bound = min((row["placed_epoch"] for row in pod_rows if row["reason"] == "Scheduled"), default=None)
+        latest = None
+        for row in sorted(pod_rows, key=lambda row: (LIFE_ORDER.get(row["reason"], 9), row["placed_epoch"])):
+            if bound is not None and LIFE_ORDER.get(row["reason"], 9) > 1:
+                row["placed_epoch"] = max(row["placed_epoch"], bound)
+            within_its_second = latest is not None and row["placed_epoch"] <= latest < row["placed_epoch"] + 1
+            if not row["precise"] and LIFE_ORDER.get(row["reason"], 9) < 9 and within_its_second:
+                row["placed_epoch"] = latest
+            if LIFE_ORDER.get(row["reason"], 9) < 9:
+                latest = row["placed_epoch"] if latest is None else max(latest, row["placed_epoch"])

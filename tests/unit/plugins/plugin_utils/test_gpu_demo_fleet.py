@@ -290,3 +290,23 @@ def test_a_summary_of_no_node_never_passes_and_says_why(lang):
     assert fleet.page(bare)["verdict"].startswith(fleet.TEXT[lang]["verdict_none"].split("{")[0])
     # A summary with nodes carries no such reason.
     assert summary()["nothing_tested"] is None
+
+
+def status_bar(page):
+    """The status bar's svg element and its segments' (x, width) from the page."""
+    drawing = re.search(r'<svg[^>]*aria-label="[^"]*"[^>]*>(.*?)</svg>', page, re.S)
+    segments = re.findall(r'<rect x="([^"]+)" y="0" width="([^"]+)"', drawing.group(1))
+    return drawing.group(0), segments
+
+
+def test_the_status_bar_spans_the_page_so_that_all_passed_reads_as_full():
+    """1 of 1 passed was drawn as a fixed 600-pixel bar: half a wide page, which reads as half done."""
+    svg, segments = status_bar(fleet_html(fleet.fleet_summary(["gpu-a2"], {"gpu-a2": PASSED}, run_id="one")))
+    assert 'width="100%"' in svg.split(">", 1)[0], svg
+    assert segments == [("0.00%", "100.00%")]
+
+
+def test_the_status_bar_shares_the_whole_width_between_the_statuses():
+    _svg, segments = status_bar(fleet_html(fleet.fleet_summary(["gpu-a2", "gpu-a4"], {"gpu-a2": PASSED, "gpu-a4": NOT_READY},
+                                                               run_id="two")))
+    assert sorted(segments) == [("0.00%", "50.00%"), ("50.00%", "50.00%")]

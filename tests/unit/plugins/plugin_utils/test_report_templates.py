@@ -125,6 +125,8 @@ def test_a_dra_report_speaks_of_devices_and_claims_not_allocatable(lang, device_
     markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=DRA_PASSED)
     assert "allocatable gpu.nvidia.com" not in markdown and "describe node" not in markdown
     assert "可分配数量" not in markdown and "Requests" not in markdown
+    # Nor in the summary block of the zh report, nor the device plugin's hand-over in its chain of steps.
+    assert "allocatable=" not in markdown and "设备插件填入" not in markdown
     for words in device_words:
         assert words in markdown
 
@@ -133,3 +135,38 @@ def test_a_dra_report_speaks_of_devices_and_claims_not_allocatable(lang, device_
 def test_a_device_plugin_report_keeps_the_nodes_allocated_resources(lang):
     markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=PASSED)
     assert "kubectl describe node" in markdown and "Requests" in markdown
+
+
+def test_a_dra_timeline_counts_the_devices_of_the_class_not_the_scheduler_s_units():
+    svg = render("timeline.svg.j2", _gpu_demo_result=DRA_PASSED)
+    assert "free devices of DeviceClass gpu.nvidia.com on prod102 (its ResourceSlices" in svg
+    assert "free gpu.nvidia.com on" not in svg and "the scheduler&#39;s ledger" not in svg
+
+
+@pytest.mark.parametrize("lang, none_held", [
+    ("en", "| GPUs held (occupied window) | none: no demo pod ever ran on the node, so no GPU was held |"),
+    ("zh", "| GPU 被占用的时间 | 无：没有演示 Pod 在节点上运行过，没有占用任何 GPU |"),
+])
+def test_a_run_whose_hold_never_ran_says_no_gpu_was_held(lang, none_held):
+    result = copy.deepcopy(DRA_PASSED)
+    result["timeline"]["held"], result["timeline"]["window"] = False, None
+    result["durations"]["occupied_window"] = None
+    markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=result)
+    assert none_held in markdown
+    assert "no GPU held (no demo pod ran on the node)" in render("timeline.svg.j2", _gpu_demo_result=result)
+    assert render("report.{0}.md.j2".format(lang), _gpu_demo_result=DRA_PASSED).count("8.70") == 2
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_whole_second_events_show_no_milliseconds_they_do_not_have(lang):
+    """The kubelet's events carry whole seconds: "Pulling" read 16:43:46.000, 0.39 s before the "Scheduled" it follows."""
+    result = copy.deepcopy(DRA_PASSED)
+    for event in result["events"]:
+        event["precise"] = event["reason"] in ("Scheduled", "FailedScheduling")
+        event["placed_epoch"] = event["at_epoch"]
+    result["events"][1]["placed_epoch"] = result["events"][0]["at_epoch"]   # Pulling, placed after Scheduled
+    markdown = render("report.{0}.md.j2".format(lang), _gpu_demo_result=result)
+    assert "| 16:43:46.391 | 0.39 | Normal | Scheduled |" in markdown
+    assert "| 16:43:46 | ≈0 | Normal | Pulling |" in markdown
+    assert "16:43:46.000" not in markdown and "| 0.00 |" not in markdown
+    assert ("whole seconds" if lang == "en" else "整秒") in markdown

@@ -442,3 +442,30 @@ class TestSelectorNotEvaluated:
                                   dict(SETTINGS, resource="h20.example.com"))["checks"])
         assert found["node_found"]["passed"] is False
         assert found["node_found"]["detail"].startswith("node prod102 publishes no device of DeviceClass h20.example.com")
+
+
+class TestLedgerInDRAsWords:
+    """A DRA node advertises no allocatable count for its GPUs and kubectl describe node shows no row for them: the
+    checks that read the ledger name the devices of the class and the claims that hold them."""
+
+    def test_the_queues_ledger_names_the_devices_and_their_claims(self):
+        _scheduling, _during, judged = judge_queue(TestQueue().queue_wait(TestQueue.MESSAGE), ["hold-0"], {"units": 1},
+                                                   "prod102", "gpu.nvidia.com", "default", "queue")
+        detail = checks(judged)["ledger_full"]["detail"]
+        assert "allocatable" not in detail and "requested" not in detail, detail
+        assert detail.startswith("1 device(s) of DeviceClass gpu.nvidia.com in the ResourceSlices of prod102, "
+                                 "1 allocated to claims: gpu-0 (claim default/{0} for hold-0); free 0".format(
+                                     HOLD_CLAIM["metadata"]["name"])), detail
+
+    def test_the_cleanups_ledger_names_the_devices_and_no_allocatable(self):
+        from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.cleanup import judge_cleanup
+        idle = [claim for claim in CLAIMS if not (claim.get("status") or {}).get("allocation")]
+        before = {"allocatable": 1, "held_by_others": 0, "others": [], "vllm": {}, "dra": {"device_class": "gpu.nvidia.com"}}
+        final = {"met": True, "ledger": ledger(claims=idle)["ledger"], "pods": []}
+        judged = judge_cleanup(final, before, {}, {"node": "prod102", "resource": "gpu.nvidia.com", "run_id": "r1",
+                                                   "vllm_url": "", "removal": None})
+        detail = checks(judged["checks"])["ledger_restored"]["detail"]
+        assert "allocatable" not in detail, detail
+        assert detail == ("after: 1 device(s) of DeviceClass gpu.nvidia.com in the ResourceSlices of prod102, 0 allocated "
+                          "to claims, holders none; before: 1 device(s), 0 allocated to other pods' claims, holders none")
+        assert checks(judged["checks"])["ledger_restored"]["passed"] is True

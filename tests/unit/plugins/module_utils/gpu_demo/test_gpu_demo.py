@@ -229,6 +229,25 @@ def test_occupied_window_spans_first_hold_creation_to_last_pod_gone():
     assert demo_timeline([], 1, {})["window"] is None
 
 
+def test_a_hold_pod_that_never_ran_held_no_gpu_so_there_is_no_occupied_window():
+    """A failed run whose hold pod stayed Pending (never bound to the node) was reported as having held the GPUs from
+    its creation until its deletion (122.19 s seen on a DRA node)."""
+    never_bound = {"gpu-demo-hold": {"created": 100.0, "unschedulable": 100.1, "deleting": 220.0, "deleted": 222.19}}
+    timeline = demo_timeline([{"transitions": never_bound, "exact": {}}], 1, {"gpu-demo-hold": 1, "gpu-demo-queue": 1},
+                             start=99.0)
+    assert timeline["window"] is None and timeline["held"] is False
+    held = demo_timeline([{"transitions": TRANSITIONS, "exact": {}}], 1, {"gpu-demo-hold": 1, "gpu-demo-queue": 1})
+    assert held["held"] is True and held["window"]["seconds"] == 5.0
+
+
+def test_a_hold_pod_bound_but_never_prepared_held_no_gpu_either():
+    """Through DRA with a driver the kubelet does not know, the hold pod is bound (its claim allocated) and waits in
+    ContainerCreating until the wait gives up: the run reported "GPUs held 122.19 s" for a GPU no container had."""
+    never_ran = {"gpu-demo-hold": {"created": 100.0, "scheduled": 100.1, "deleting": 220.0, "deleted": 222.19}}
+    timeline = demo_timeline([{"transitions": never_ran, "exact": {}}], 1, {"gpu-demo-hold": 1, "gpu-demo-queue": 1})
+    assert timeline["window"] is None and timeline["held"] is False
+
+
 def test_merge_keeps_inexact_times_after_exact_ones():
     hold_step = {"transitions": {"h": {"created": 100.9, "scheduled": 100.95}}, "exact": {"h": ["created"]}}
     queue_step = {"transitions": {"h": {"created": 100.0, "scheduled": 100.0, "running": 100.0}}, "exact": {"h": []}}

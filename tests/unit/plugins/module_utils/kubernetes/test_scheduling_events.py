@@ -225,6 +225,39 @@ def test_event_timeline_keeps_time_order_across_pods_but_binding_first_within_a_
         ("hold", "Scheduled"), ("hold", "Pulled"), ("queue", "FailedScheduling"), ("hold", "Killing")]
 
 
+def test_a_whole_second_event_is_said_as_such_and_never_placed_before_what_it_follows():
+    """The kubelet's core/v1 Events carry whole seconds (firstTimestamp, lastTimestamp), the scheduler's eventTime
+    microseconds: "Pulling" at 08:01:03 happened within that second, after "Scheduled" at 08:01:03.391, and its
+    row must say it is whole seconds rather than read 0.391 s before the binding."""
+    events = [
+        _event("hold", "Scheduled", "bound", None, uid="h", eventTime="2026-10-12T08:01:03.391000Z"),
+        _event("hold", "Pulling", "pulling", None, uid="h", component="kubelet", firstTimestamp="2026-10-12T08:01:03Z",
+               lastTimestamp="2026-10-12T08:01:03Z"),
+        _event("hold", "Pulled", "pulled", None, uid="h", component="kubelet", eventTime="2026-10-12T08:01:03.600000Z"),
+        _event("hold", "Created", "created", None, uid="h", component="kubelet", firstTimestamp="2026-10-12T08:01:03Z"),
+        _event("queue", "FailedScheduling", SEED, None, uid="q", eventTime="2026-10-12T08:01:03.500000Z"),
+    ]
+    rows = event_timeline(events)
+    assert [(row["pod"], row["reason"]) for row in rows] == [
+        ("hold", "Scheduled"), ("hold", "Pulling"), ("queue", "FailedScheduling"), ("hold", "Pulled"), ("hold", "Created")]
+    assert [row["precise"] for row in rows] == [True, False, True, True, False]
+    by_reason = dict((row["reason"], row) for row in rows)
+    # The API's own time is kept; where the row is placed is not earlier than what the event follows.
+    assert by_reason["Pulling"]["at_epoch"] == by_reason["Created"]["at_epoch"] == 1791792063.0
+    assert by_reason["Pulling"]["placed_epoch"] == pytest.approx(1791792063.391)
+    assert by_reason["Created"]["placed_epoch"] == pytest.approx(1791792063.6)
+
+
+def test_a_whole_second_event_of_another_pod_keeps_its_second():
+    events = [
+        _event("hold", "Scheduled", "bound", None, uid="h", eventTime="2026-10-12T08:01:03.391000Z"),
+        _event("other", "Started", "started", None, uid="o", component="kubelet", firstTimestamp="2026-10-12T08:01:03Z"),
+    ]
+    rows = event_timeline(events)
+    assert [row["reason"] for row in rows] == ["Started", "Scheduled"]
+    assert rows[0]["placed_epoch"] == rows[0]["at_epoch"]
+
+
 # Captured from kube-scheduler 1.36.3 on the simulated cluster: a pod whose claim (DeviceClass gpu.nvidia.com) finds
 # the node's only GPU allocated to another claim.
 DRA_SHORTAGE = ("0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: 0/1 nodes are "
