@@ -10,6 +10,7 @@ Each test switches to the topology it needs first: any worker may run any of the
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,9 @@ def test_two_pods_sharing_one_claim_hold_one_device_and_the_busy_walk_holds_the_
         assert busy["detail"].startswith("1 device held by team-a/a, team-a/b (claim team-a/shared); refusing a busy node")
         assert refused.result["before"]["held_by_others"] == 1
         assert {check["phase"] for check in refused.result["checks"]} == {"preflight"}
-        assert "2 unit(s)" not in refused.output and "2 device" not in refused.output
+        # The node has two devices, one of them allocated (to the shared claim): never two held.
+        assert "ledger_before: 2 device(s), 1 allocated to claims" in refused.output
+        assert not re.search(r"\b2 (unit|device)\(s\) held|\b2 allocated", refused.output), refused.output[-3000:]
 
         allowed = run_demo(sim, tmp_path / "allowed", gpu_demo_allow_busy_node=True)
         assert allowed.rc == 0, allowed.output[-3000:]
