@@ -328,10 +328,12 @@ def _place_causally(rows):
         bound = min((row["placed_epoch"] for row in pod_rows if row["reason"] == "Scheduled"), default=None)
         latest = None
         for row in sorted(pod_rows, key=lambda row: (LIFE_ORDER.get(row["reason"], 9), row["placed_epoch"])):
-            if bound is not None and LIFE_ORDER.get(row["reason"], 9) > 1:
+            step = LIFE_ORDER.get(row["reason"])
+            if bound is not None and (step is None or step > 1):
                 row["placed_epoch"] = max(row["placed_epoch"], bound)
-            within_its_second = latest is not None and row["placed_epoch"] <= latest < row["placed_epoch"] + 1
-            if not row["precise"] and LIFE_ORDER.get(row["reason"], 9) < 9 and within_its_second:
+            if step is None:
+                # Not a step of a pod's life (a warning, say): placed by its own time only.
+                continue
+            if not row["precise"] and latest is not None and row["placed_epoch"] <= latest < row["placed_epoch"] + 1:
                 row["placed_epoch"] = latest
-            if LIFE_ORDER.get(row["reason"], 9) < 9:
-                latest = row["placed_epoch"] if latest is None else max(latest, row["placed_epoch"])
+            latest = row["placed_epoch"] if latest is None else max(latest, row["placed_epoch"])
