@@ -5,7 +5,7 @@
 
 """The gpu_demo role's own judgements and report helpers, as filters: PRIVATE to this collection.
 
-They exist so that roles/gpu_demo can call unit-tested Python (module_utils/_gpu_demo/) from its tasks; their
+They exist so that roles/gpu_demo can call unit-tested Python (plugin_utils/gpu_demo/) from its tasks; their
 inputs are the role's registered results and settings, and they change with the role. They are not
 general-purpose filters: use them only through the role. Documentation: plugins/filter/gpu_demo_<name>.yml.
 """
@@ -17,20 +17,20 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import link_failed_checks
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import choose_allocation, run_objects
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.cleanup import judge_cleanup
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import choose_allocation, run_objects
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.cleanup import judge_cleanup
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report import (
     demo_timeline,
     hold_evidence,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.preflight import judge_admission, judge_node
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report_store import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.preflight import judge_admission, judge_node
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report_store import (
     ReportStoreError,
     configmap,
     to_prune,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, freshness, report_configmaps, run_id
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.walk import PHASES, judge_walk
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.walk import PHASES, judge_walk
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
 
 

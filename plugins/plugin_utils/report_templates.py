@@ -5,7 +5,7 @@
 
 """Every report this collection writes is one of these Jinja2 templates (roles/gpu_demo/templates/), rendered here.
 
-Why one way, and this one: a report is data prepared in Python (pure functions of module_utils/_gpu_demo/, unit-tested:
+Why one way, and this one: a report is data prepared in Python (pure functions of plugin_utils/gpu_demo/, unit-tested:
 report.py for a node, fleet.py for a run) put on a page by a template. A change to what a report shows is then made in
 a template, and a change to what is known in Python; neither holds the other's work. The pages are rendered by a
 Jinja2 environment of our own rather than by ansible-core's templar because ansible-core's ignores autoescape: here

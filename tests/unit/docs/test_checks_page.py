@@ -63,13 +63,16 @@ def messages(message_part):
 
 # Where each phase's messages are written: its judge, the helpers it phrases with, and the tasks whose errors become
 # a check's detail (the ledger read, the inference server's health, the waits); the role's tasks for the YAML checks.
-_UTILS = "plugins/module_utils/"
+_PLUGINS = "plugins/"
+_DEMO = "plugin_utils/gpu_demo/"
+_KUBE = "module_utils/_kubernetes/"
 SOURCES = {
-    "preflight": ("_gpu_demo/preflight.py", "_gpu_demo/judging.py", "_gpu_demo/dra.py", "_kubernetes/ledger.py",
-                  "_kubernetes/dra_ledger.py", "_kubernetes/client.py", "_inference/health.py"),
-    "walk": ("_gpu_demo/walk.py", "_gpu_demo/device_health.py", "_gpu_demo/dra.py", "_gpu_demo/report.py", "_gpu_demo/cleanup.py", "_gpu_demo/judging.py",
-             "_kubernetes/pod_wait.py", "_tasks/pod_wait.py", "_kubernetes/unit_claims.py", "_kubernetes/lease.py",
-             "_kubernetes/client.py"),
+    "preflight": tuple(_DEMO + name for name in ("preflight.py", "judging.py", "dra.py"))
+    + tuple(_KUBE + name for name in ("ledger.py", "dra_ledger.py", "client.py"))
+    + ("module_utils/_inference/health.py",),
+    "walk": tuple(_DEMO + name for name in ("walk.py", "device_health.py", "dra.py", "report.py", "cleanup.py", "judging.py"))
+    + tuple(_KUBE + name for name in ("pod_wait.py", "unit_claims.py", "lease.py", "client.py"))
+    + ("module_utils/_tasks/pod_wait.py",),
 }
 
 
@@ -78,7 +81,7 @@ def code_texts(sources):
     quoted strings of the role's Jinja expressions."""
     texts = []
     for name in sources:
-        path = CHECKOUT / _UTILS / name
+        path = CHECKOUT / _PLUGINS / name
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 try:

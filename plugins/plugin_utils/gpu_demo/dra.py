@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# Note that this plugin_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
 # without notice. Do not use it from other collections, roles or standalone modules.
 
 """The walk through Dynamic Resource Allocation: a node's devices of one DeviceClass, read as the walk reads a device

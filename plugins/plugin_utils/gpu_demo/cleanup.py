@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# Note that this plugin_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
 # without notice. Do not use it from other collections, roles or standalone modules.
 
 """The gpu_demo cleanup's judgement: is the node as the demo found it?
@@ -19,8 +19,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import ledger_words
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import k8s_deleted, pod_ids, reason, resource_entry
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import ledger_words
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.judging import k8s_deleted, pod_ids, reason, resource_entry
 
 
 def judge_cleanup(final, before, vllm_after, settings):

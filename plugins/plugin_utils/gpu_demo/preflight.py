@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# Note that this plugin_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
 # without notice. Do not use it from other collections, roles or standalone modules.
 
 """The gpu_demo pre-flight's judgement of a node, before anything is created.
@@ -22,9 +22,9 @@ import json
 import re
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import (
     ALLOCATIONS, choose_dra_request, devices_held, extended_resource_check)
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.judging import (
     joined, k8s_objects, pod_ids, reason, resource_entry, unique)
 
 # A node name that also fits in a label value (the pods carry it in gpuops.scheduling/node).

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# Note that this plugin_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
 # without notice. Do not use it from other collections, roles or standalone modules.
 
 """The gpu_demo walk's judgement: what the hold, the queue and the release steps saw, against the walkthrough.
@@ -21,10 +21,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check, not_judged
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.dra import judge_prepared_devices, ledger_words
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.device_health import add_queue_pod_health, judge_hold_health
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.judging import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import judge_prepared_devices, ledger_words
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.device_health import add_queue_pod_health, judge_hold_health
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report import hold_evidence, hold_summary, unit_noun
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.judging import (
     as_int,
     joined,
     k8s_deleted,
