@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
+import re
 
 CONDITIONS = ("running", "scheduled", "unschedulable", "succeeded", "finished", "deleted")
 
@@ -45,17 +46,8 @@ def parse_time(value):
     text = str(value).strip()
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
-    if "." in text:
-        head, _sep, tail = text.partition(".")
-        digits = ""
-        rest = ""
-        for index, char in enumerate(tail):
-            if not char.isdigit():
-                rest = tail[index:]
-                break
-            digits += char
-        # Python's fromisoformat takes at most microseconds.
-        text = head + "." + (digits[:6].ljust(6, "0")) + rest
+    # Python's fromisoformat (before 3.11) takes exactly microseconds: the fraction cut or padded to six digits.
+    text = re.sub(r"\.(\d*)", lambda match: "." + match.group(1)[:6].ljust(6, "0"), text, count=1)
     try:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
@@ -331,29 +323,21 @@ class PodSetWatch:
         self.pods = {}
         self.known = {}
         self.seen = {}
-        self.history = []
 
     def _wanted(self, name):
         return self.record_all or not self.names or name in self.names
 
     def _record(self, name, transition, now, live=True):
-        seen = self.seen.setdefault(name, {})
-        if transition not in seen:
-            seen[transition] = (now, live)
-            self.history.append({"pod": name, "transition": transition, "at": now, "live": live})
-
-    def mark(self, name, transition, now):
-        """A transition the caller caused and timed itself (the create or delete call)."""
-        self._record(name, transition, now)
+        self.seen.setdefault(name, {}).setdefault(transition, (now, live))
 
     def load(self, pods, now):
         """The initial list: replaces what is known."""
         self.pods = {}
         for pod in pods:
             self.apply("ADDED", pod, now, live=False)
-        # A pod known before (an earlier list, or one this call created or deleted) that the list
-        # no longer has is gone: say so at once, it will not come as a watch event.
-        for name in set(self.known) | set(self.seen):
+        # A pod known before (an earlier list, or the watch since) that the list no longer has is gone: say so at
+        # once, it will not come as a watch event.
+        for name in self.known:
             if name not in self.pods and self._wanted(name):
                 self._record(name, "deleted", now)
 
@@ -366,13 +350,12 @@ class PodSetWatch:
         name = summary["name"]
         if not self._wanted(name):
             return
+        self.known[name] = summary
         if event_type == "DELETED":
             self.pods.pop(name, None)
-            self.known[name] = summary
             self._record(name, "deleted", now)
             return
         self.pods[name] = summary
-        self.known[name] = summary
         for transition in observed_transitions(summary):
             self._record(name, transition, now, live)
 
@@ -407,17 +390,14 @@ class PodSetWatch:
         milliseconds. One already true in the first list only happened at some time before it,
         so there the API's timestamp is kept when it has one.
         """
+        exact = self.exact()
         result = {}
-        for name in sorted(set(self.known) | set(self.seen)):
-            summary = self.known.get(name)
-            times = api_transitions(summary) if summary else {}
-            exact = set()
-            for transition, (moment, live) in self.seen.get(name, {}).items():
+        for name in sorted(self.known):
+            times = api_transitions(self.known[name])
+            for transition, (moment, live) in self.seen[name].items():
                 if live or transition not in times:
                     times[transition] = moment
-                if live:
-                    exact.add(transition)
-            result[name] = in_life_order(times, exact)
+            result[name] = in_life_order(times, exact[name])
         return result
 
     def exact(self):
@@ -429,13 +409,5 @@ class PodSetWatch:
         """The known pods (current or last seen state): the condition's targets first, then the others."""
         order = list(self.names) or sorted(self.known)
         order += sorted(name for name in self.known if name not in order)
-        pods = []
-        for name in order:
-            summary = self.pods.get(name) or self.known.get(name)
-            if summary is None:
-                pods.append({"name": name, "exists": False})
-                continue
-            entry = dict(summary)
-            entry["exists"] = name in self.pods
-            pods.append(entry)
-        return pods
+        return [dict(self.known[name], exists=name in self.pods) if name in self.known else {"name": name, "exists": False}
+                for name in order]
