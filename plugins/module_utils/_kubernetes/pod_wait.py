@@ -233,48 +233,47 @@ def evaluate(condition, summary, node=None, fail_on_unschedulable=False, fatal_r
     raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
 
 
+def _parsed_times(values):
+    return [moment for moment in map(parse_time, values) if moment is not None]
+
+
 def api_transitions(summary):
     """Transition times the API itself records on a pod (second resolution): {transition: epoch}."""
-    times = {}
-    created = parse_time(summary.get("created_at"))
-    if created is not None:
-        times["created"] = created
+    times = {
+        "created": parse_time(summary.get("created_at")),
+        # deletionTimestamp is when the grace period ends; the deletion itself started earlier.
+        "deleting": parse_time(summary.get("deletion_timestamp")),
+    }
     for condition in summary["conditions"]:
         moment = parse_time(condition["last_transition_time"])
-        if moment is None:
+        if condition["type"] != "PodScheduled" or moment is None:
             continue
-        if condition["type"] == "PodScheduled" and condition["status"] == "True":
+        if condition["status"] == "True":
             times["scheduled"] = moment
-        elif condition["type"] == "PodScheduled" and condition["reason"] == "Unschedulable":
+        elif condition["reason"] == "Unschedulable":
             times["unschedulable"] = moment
-    started = [parse_time(item["started_at"]) for item in summary["containers"] if item["started_at"]]
-    started = [moment for moment in started if moment is not None]
+    started = _parsed_times(item["started_at"] for item in summary["containers"])
     if started:
         times["running"] = min(started)
-    if summary["phase"] in ("Succeeded", "Failed"):
-        finished = [parse_time(item["finished_at"]) for item in summary["containers"] if item["finished_at"]]
-        finished = [moment for moment in finished if moment is not None]
-        if finished:
-            times[summary["phase"].lower()] = max(finished)
-    deleting = parse_time(summary.get("deletion_timestamp"))
-    if deleting is not None:
-        # deletionTimestamp is when the grace period ends; the deletion itself started earlier.
-        times["deleting"] = deleting
-    return times
+    finished = _parsed_times(item["finished_at"] for item in summary["containers"])
+    if finished and summary["phase"] in ("Succeeded", "Failed"):
+        times[summary["phase"].lower()] = max(finished)
+    return {transition: moment for transition, moment in times.items() if moment is not None}
 
 
 def observed_transitions(summary):
     """The transitions a pod in this state has gone through, as names (for watch observations)."""
+    phase = summary["phase"]
+    started = any(item["started_at"] for item in summary["containers"])
     reached = ["created"]
     if summary["unschedulable"] and not summary["scheduled"]:
         reached.append("unschedulable")
     if summary["scheduled"]:
         reached.append("scheduled")
-    if summary["phase"] in ("Running", "Succeeded", "Failed") and any(
-            item["started_at"] for item in summary["containers"]) or summary["phase"] == "Running":
+    if phase == "Running" or (phase in ("Succeeded", "Failed") and started):
         reached.append("running")
-    if summary["phase"] in ("Succeeded", "Failed"):
-        reached.append(summary["phase"].lower())
+    if phase in ("Succeeded", "Failed"):
+        reached.append(phase.lower())
     if summary["deletion_timestamp"]:
         reached.append("deleting")
     return reached
@@ -409,5 +408,5 @@ class PodSetWatch:
         """The known pods (current or last seen state): the condition's targets first, then the others."""
         order = list(self.names) or sorted(self.known)
         order += sorted(name for name in self.known if name not in order)
-        return [dict(self.known[name], exists=name in self.pods) if name in self.known else {"name": name, "exists": False}
-                for name in order]
+        return [dict(self.known[name], exists=name in self.pods) if name in self.known
+                else {"name": name, "exists": False} for name in order]
