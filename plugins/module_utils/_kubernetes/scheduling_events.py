@@ -87,12 +87,8 @@ def _split_outside_braces(text, separator):
 
 def _sentences(text):
     """Split on a period that ends a sentence (followed by space or the end), not ``nvidia.com``."""
-    pieces = []
-    for chunk in _split_outside_braces(text.strip(), ". "):
-        chunk = chunk.strip().rstrip(".").strip()
-        if chunk:
-            pieces.append(chunk)
-    return pieces
+    chunks = (chunk.strip().rstrip(".").strip() for chunk in _split_outside_braces(text.strip(), ". "))
+    return [chunk for chunk in chunks if chunk]
 
 
 def _counted_items(sentence):
@@ -118,13 +114,16 @@ def _add_reasons(reasons, items):
         reasons[reason] = reasons.get(reason, 0) + count
 
 
-def _insufficient(reasons):
-    resources = []
-    for reason in reasons:
-        match = _INSUFFICIENT.match(reason)
-        if match and match.group("resource") not in resources:
-            resources.append(match.group("resource"))
-    return resources
+def _counts(nodes_total, nodes_available, reasons, messages):
+    """The keys every parsed part has; ``insufficient``: the resources of ``Insufficient <resource>`` reasons."""
+    matches = (_INSUFFICIENT.match(reason) for reason in reasons)
+    return {
+        "nodes_total": nodes_total,
+        "nodes_available": nodes_available,
+        "reasons": reasons,
+        "insufficient": list(dict.fromkeys(match.group("resource") for match in matches if match)),
+        "messages": messages,
+    }
 
 
 def _parse_summary(text):
@@ -142,13 +141,7 @@ def _parse_summary(text):
             messages.extend(part.strip() for part in _split_outside_braces(sentence, ", ") if part.strip())
         else:
             _add_reasons(reasons, items)
-    return {
-        "nodes_total": int(match.group("total")),
-        "nodes_available": int(match.group("available")),
-        "reasons": reasons,
-        "insufficient": _insufficient(reasons),
-        "messages": messages,
-    }
+    return _counts(int(match.group("total")), int(match.group("available")), reasons, messages)
 
 
 def _parse_predicates(text):
@@ -161,13 +154,7 @@ def _parse_predicates(text):
         counted = _COUNT_AFTER.match(part.strip())
         if counted:
             _add_reasons(reasons, [(counted.group("reason"), int(counted.group("count")))])
-    return {
-        "nodes_total": None,
-        "nodes_available": 0,
-        "reasons": reasons,
-        "insufficient": _insufficient(reasons),
-        "messages": [],
-    }
+    return _counts(None, 0, reasons, [])
 
 
 def _parse_preemption(text):
@@ -180,11 +167,7 @@ def _parse_preemption(text):
     sentence = text.rstrip(".").strip()
     return {
         "message": text,
-        "nodes_total": None,
-        "nodes_available": None,
-        "reasons": {},
-        "insufficient": [],
-        "messages": [sentence] if sentence else [],
+        **_counts(None, None, {}, [sentence] if sentence else []),
         # DefaultPreemption.PodEligibleToPreemptOthers: "not eligible due to preemptionPolicy=Never."
         "eligible": "not eligible" not in sentence.lower(),
     }
@@ -204,22 +187,15 @@ def parse_failed_scheduling(message):
         message = ""
     if not isinstance(message, str):
         raise TypeError("a FailedScheduling message must be a string, not {0}".format(type(message).__name__))
-    text = message.strip()
-    preemption = None
-    split = _PREEMPTION.search(text)
-    main = text
+    main, preemption = message.strip(), None
+    split = _PREEMPTION.search(main)
     if split:
-        main = text[:split.start()].rstrip(" ,")
-        preemption = _parse_preemption(text[split.end():])
-    result = _parse_summary(main)
-    fmt = "framework"
+        main, preemption = main[:split.start()].rstrip(" ,"), _parse_preemption(main[split.end():])
+    fmt, result = "framework", _parse_summary(main)
     if result is None:
-        result = _parse_predicates(main)
-        fmt = "predicates"
+        fmt, result = "predicates", _parse_predicates(main)
     if result is None:
-        fmt = "unknown"
-        result = {"nodes_total": None, "nodes_available": None, "reasons": {}, "insufficient": [],
-                  "messages": list(_sentences(main))}
+        fmt, result = "unknown", _counts(None, None, {}, _sentences(main))
     result["message"] = message
     result["format"] = fmt
     result["preemption"] = preemption
@@ -231,8 +207,7 @@ def _dra(result):
     """What the message says about DRA claims: ``shortage`` (the DRA reasons with their node counts: no device
     could be allocated), ``cannot_allocate`` (any such reason), and ``problems`` ({kind, text, ...}: a missing
     DeviceClass, a claim not created yet, a claim pinned to another node)."""
-    shortage = dict((reason, count) for reason, count in result["reasons"].items()
-                    if any(reason.startswith(known) for known in DRA_SHORTAGE_REASONS))
+    shortage = {reason: count for reason, count in result["reasons"].items() if reason.startswith(DRA_SHORTAGE_REASONS)}
     problems = []
     for text in list(result["messages"]) + list(result["reasons"]):
         for kind, pattern in DRA_PREFILTER_MESSAGES:
