@@ -65,7 +65,8 @@ def iso(epoch):
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "{0:03d}Z".format(moment.microsecond // 1000)
 
 
-def _condition(pod, kind):
+def pod_condition(pod, kind):
+    """The pod's condition of type ``kind`` (PodScheduled, Ready...) as the API sends it, or None."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == kind:
             return condition
@@ -73,8 +74,7 @@ def _condition(pod, kind):
 
 
 def _container_state(status):
-    """One container status -> {name, state, reason, message, exit_code, ready, restart_count, started_at, finished_at,
-    allocated_resources_status}."""
+    """One container status -> its state (running, terminated, waiting) and the facts a wait and a report need."""
     state = status.get("state") or {}
     name, detail = "unknown", {}
     for candidate in ("running", "terminated", "waiting"):
@@ -103,7 +103,7 @@ def summarize(pod):
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    scheduled = _condition(pod, "PodScheduled")
+    scheduled = pod_condition(pod, "PodScheduled")
     containers = [_container_state(item) for item in
                   (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])]
     return {
@@ -195,10 +195,8 @@ def evaluate(condition, summary, node=None, fail_on_unschedulable=False, fatal_r
     if summary is None:
         return HOPELESS, "the pod does not exist (deleted, or never created)"
     phase = summary["phase"]
-    wrong_node = node and summary["node_name"] and summary["node_name"] != node
-    if wrong_node:
+    if node and summary["node_name"] and summary["node_name"] != node:
         return HOPELESS, "scheduled on {0}, not on {1}".format(summary["node_name"], node)
-    blocked = blocking_reason(summary, fatal_reasons)
 
     if condition == "unschedulable":
         if summary["scheduled"]:
@@ -211,26 +209,22 @@ def evaluate(condition, summary, node=None, fail_on_unschedulable=False, fatal_r
 
     if phase == "Failed" and condition != "finished":
         return HOPELESS, "it failed: " + describe(summary)
-    if blocked:
+    if blocking_reason(summary, fatal_reasons):
         return HOPELESS, "it cannot start: " + describe(summary)
     if summary["deletion_timestamp"] and condition in ("running", "scheduled"):
         return HOPELESS, "it is being deleted: " + describe(summary)
     if fail_on_unschedulable and summary["unschedulable"] and not summary["scheduled"]:
         return HOPELESS, "the scheduler cannot place it: " + describe(summary)
 
-    if condition == "scheduled":
-        return (MET, "scheduled") if summary["scheduled"] else (WAITING, describe(summary))
-    if condition == "running":
-        if phase == "Running" and summary["node_name"]:
-            return MET, "running"
-        if phase == "Succeeded":
-            return HOPELESS, "it ended before it was seen Running: " + describe(summary)
-        return WAITING, describe(summary)
-    if condition == "succeeded":
-        return (MET, "succeeded") if phase == "Succeeded" else (WAITING, describe(summary))
-    if condition == "finished":
-        return (MET, phase.lower()) if phase in ("Succeeded", "Failed") else (WAITING, describe(summary))
-    raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
+    reached = {"scheduled": summary["scheduled"], "running": phase == "Running" and bool(summary["node_name"]),
+               "succeeded": phase == "Succeeded", "finished": phase in ("Succeeded", "Failed")}
+    if condition not in reached:
+        raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
+    if reached[condition]:
+        return MET, phase.lower() if condition == "finished" else condition
+    if condition == "running" and phase == "Succeeded":
+        return HOPELESS, "it ended before it was seen Running: " + describe(summary)
+    return WAITING, describe(summary)
 
 
 def _parsed_times(values):
@@ -310,7 +304,7 @@ class PodSetWatch:
 
     def __init__(self, condition, names=None, count=None, node=None, fail_on_unschedulable=False,
                  fatal_reasons=DEFAULT_FATAL_REASONS, record_all=False):
-        if condition is not None and condition not in CONDITIONS:
+        if condition not in CONDITIONS:
             raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
         self.condition = condition
         self.names = list(names or [])
@@ -359,15 +353,13 @@ class PodSetWatch:
             self._record(name, transition, now, live)
 
     def verdict(self):
-        """(MET | WAITING | HOPELESS, message) for the whole set; MET at once without a condition."""
-        if self.condition is None:
-            return MET, "no condition to wait for"
+        """(MET | WAITING | HOPELESS, message) for the whole set."""
         waiting = []
         if self.names:
             targets = [(name, self.pods.get(name)) for name in self.names]
         else:
             targets = sorted(self.pods.items())
-            expected = self.count if self.count is not None else (0 if self.condition == "deleted" else 1)
+            expected = 1 if self.count is None else self.count
             if self.condition != "deleted" and len(targets) < expected:
                 waiting.append("{0} pod(s) found, {1} expected".format(len(targets), expected))
         for name, summary in targets:

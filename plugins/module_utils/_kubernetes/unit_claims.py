@@ -26,15 +26,17 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledg
     parse_quantity,
     pod_requests,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import iso, parse_time
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import (
+    iso,
+    parse_time,
+    pod_condition,
+)
 
 
 def _bound_at(pod):
     """When the scheduler bound the pod (its PodScheduled condition turned True), in epoch seconds."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
-            return parse_time(condition.get("lastTransitionTime"))
-    return None
+    scheduled = pod_condition(pod, "PodScheduled") or {}
+    return parse_time(scheduled.get("lastTransitionTime")) if scheduled.get("status") == "True" else None
 
 
 def node_allocatable(node, resource):
