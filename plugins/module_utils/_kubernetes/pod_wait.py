@@ -110,7 +110,6 @@ def summarize(pod):
         "name": metadata.get("name"),
         "namespace": metadata.get("namespace"),
         "uid": metadata.get("uid"),
-        "labels": metadata.get("labels") or {},
         "phase": status.get("phase") or "Pending",
         "reason": status.get("reason"),
         "message": status.get("message"),
@@ -324,7 +323,7 @@ class PodSetWatch:
         self.seen.setdefault(name, {}).setdefault(transition, (now, live))
 
     def load(self, pods, now):
-        """The initial list: replaces what is known."""
+        """A list (the first, or again after the watch expired): replaces the current pods."""
         self.pods = {}
         for pod in pods:
             self.apply("ADDED", pod, now, live=False)

@@ -240,8 +240,8 @@ class PodWaiter:
         self.requests += 1
         with explain_api_errors("read the log of pod {0}/{1}".format(self.namespace, name), self.host):
             try:
-                response = self.api.read_namespaced_pod_log(
-                    name, self.namespace, limit_bytes=self.params["log_limit_bytes"])
+                response = self.api.read_namespaced_pod_log(name, self.namespace,
+                                                            limit_bytes=self.params["log_limit_bytes"])
             except ApiException as error:
                 if error.status in (400, 404):
                     # Not started yet (400: "container is waiting to start") or gone.
@@ -318,18 +318,18 @@ class PodWaiter:
         self.events = event_timeline(items, pods=pods)
 
     # -- ledger ---------------------------------------------------------------------------
-    def collect_ledger(self, reader):
+    def collect_ledger(self):
         self.requests += 2
         try:
             # With DRA: a node whose GPUs are ResourceSlice devices has its ledger there (and is not refused).
-            self.ledger = read_ledger(reader, node=self.params["ledger_node"],
+            self.ledger = read_ledger(self.reader, node=self.params["ledger_node"],
                                       patterns=tuple(self.params["ledger_resources"]), dra=True)
         except LedgerError as error:
             raise WaitFailed("reading the ledger of node {0}: {1}".format(self.params["ledger_node"], error))
 
     # -- result ---------------------------------------------------------------------------
     def result(self, error=None):
-        pods = [{key: value for key, value in pod.items() if key != "labels"} for pod in self.tracker.report()]
+        pods = self.tracker.report()
         for pod in pods:
             if pod["name"] in self.logs:
                 pod["log"] = self.logs[pod["name"]]
@@ -369,7 +369,7 @@ def wait_for(params, api, reader, warn):
         if (params["logs"] or params["log_ready_pattern"]) and condition not in ("unschedulable", "deleted"):
             waiter.collect_logs()
         if params["ledger_node"]:
-            waiter.collect_ledger(reader)
+            waiter.collect_ledger()
         if params["events"]:
             waiter.collect_events()
     except (WaitFailed, K8sApiError) as error:
