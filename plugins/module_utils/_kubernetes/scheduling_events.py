@@ -65,22 +65,15 @@ _PREEMPTION = re.compile(r"(?:^|(?<=[\s,.]))preemption:\s*")
 
 def _split_outside_braces(text, separator):
     """Split ``text`` on ``separator`` except inside ``{...}`` (taints print as ``{key: value}``)."""
-    parts = []
-    depth = 0
-    start = 0
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "{":
+    parts, depth, start = [], 0, 0
+    for match in re.finditer(r"[{}]|" + re.escape(separator), text):
+        if match.group() == "{":
             depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-        elif depth == 0 and text.startswith(separator, index):
-            parts.append(text[start:index])
-            index += len(separator)
-            start = index
-            continue
-        index += 1
+        elif match.group() == "}":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            parts.append(text[start:match.start()])
+            start = match.end()
     parts.append(text[start:])
     return parts
 
@@ -109,13 +102,12 @@ def _counted_items(sentence):
     return items
 
 
-def _add_reasons(reasons, items):
-    for reason, count in items:
+def _counts(nodes_total, nodes_available, counted, messages):
+    """The keys every parsed part has, from its (reason, node count) pairs; ``insufficient``: the resources of
+    ``Insufficient <resource>`` reasons."""
+    reasons = {}
+    for reason, count in counted:
         reasons[reason] = reasons.get(reason, 0) + count
-
-
-def _counts(nodes_total, nodes_available, reasons, messages):
-    """The keys every parsed part has; ``insufficient``: the resources of ``Insufficient <resource>`` reasons."""
     matches = (_INSUFFICIENT.match(reason) for reason in reasons)
     return {
         "nodes_total": nodes_total,
@@ -131,8 +123,7 @@ def _parse_summary(text):
     match = _SUMMARY.match(text)
     if not match:
         return None
-    reasons = {}
-    messages = []
+    counted, messages = [], []
     for sentence in _sentences(match.group("rest") or ""):
         items = _counted_items(sentence)
         if items is None:
@@ -140,8 +131,8 @@ def _parse_summary(text):
             # plugin's message (``no new claims to deallocate``).
             messages.extend(part.strip() for part in _split_outside_braces(sentence, ", ") if part.strip())
         else:
-            _add_reasons(reasons, items)
-    return _counts(int(match.group("total")), int(match.group("available")), reasons, messages)
+            counted.extend(items)
+    return _counts(int(match.group("total")), int(match.group("available")), counted, messages)
 
 
 def _parse_predicates(text):
@@ -149,12 +140,9 @@ def _parse_predicates(text):
     match = _PREDICATES.match(text)
     if not match:
         return None
-    reasons = {}
-    for part in _split_outside_braces(match.group("rest").strip().rstrip("."), ", "):
-        counted = _COUNT_AFTER.match(part.strip())
-        if counted:
-            _add_reasons(reasons, [(counted.group("reason"), int(counted.group("count")))])
-    return _counts(None, 0, reasons, [])
+    items = _split_outside_braces(match.group("rest").strip().rstrip("."), ", ")
+    counted = (_COUNT_AFTER.match(item.strip()) for item in items)
+    return _counts(None, 0, [(part.group("reason"), int(part.group("count"))) for part in counted if part], [])
 
 
 def _parse_preemption(text):
@@ -167,7 +155,7 @@ def _parse_preemption(text):
     sentence = text.rstrip(".").strip()
     return {
         "message": text,
-        **_counts(None, None, {}, [sentence] if sentence else []),
+        **_counts(None, None, [], [sentence] if sentence else []),
         # DefaultPreemption.PodEligibleToPreemptOthers: "not eligible due to preemptionPolicy=Never."
         "eligible": "not eligible" not in sentence.lower(),
     }
@@ -195,7 +183,7 @@ def parse_failed_scheduling(message):
     if result is None:
         fmt, result = "predicates", _parse_predicates(main)
     if result is None:
-        fmt, result = "unknown", _counts(None, None, {}, _sentences(main))
+        fmt, result = "unknown", _counts(None, None, [], _sentences(main))
     result["message"] = message
     result["format"] = fmt
     result["preemption"] = preemption
