@@ -76,14 +76,11 @@ def pod_condition(pod, kind):
 def _container_state(status):
     """One container status -> its state (running, terminated, waiting) and the facts a wait and a report need."""
     state = status.get("state") or {}
-    name, detail = "unknown", {}
-    for candidate in ("running", "terminated", "waiting"):
-        if state.get(candidate) is not None:
-            name, detail = candidate, state[candidate] or {}
-            break
+    name = next((name for name in ("running", "terminated", "waiting") if state.get(name) is not None), None)
+    detail = (state[name] or {}) if name else {}
     return {
         "name": status.get("name"),
-        "state": name,
+        "state": name or "unknown",
         "reason": detail.get("reason"),
         "message": detail.get("message"),
         "exit_code": detail.get("exitCode"),
@@ -142,10 +139,8 @@ def summarize(pod):
 
 def blocking_reason(summary, fatal_reasons=DEFAULT_FATAL_REASONS):
     """The reason a pod will not start, from its containers (``ImagePullBackOff``...), or None."""
-    for container in summary["containers"]:
-        if container["state"] == "waiting" and container["reason"] in fatal_reasons:
-            return container["reason"]
-    return None
+    return next((container["reason"] for container in summary["containers"]
+                 if container["state"] == "waiting" and container["reason"] in fatal_reasons), None)
 
 
 def describe(summary):
