@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import datetime
+import re
 
 CONDITIONS = ("running", "scheduled", "unschedulable", "succeeded", "finished", "deleted")
 
@@ -45,17 +46,8 @@ def parse_time(value):
     text = str(value).strip()
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
-    if "." in text:
-        head, _sep, tail = text.partition(".")
-        digits = ""
-        rest = ""
-        for index, char in enumerate(tail):
-            if not char.isdigit():
-                rest = tail[index:]
-                break
-            digits += char
-        # Python's fromisoformat takes at most microseconds.
-        text = head + "." + (digits[:6].ljust(6, "0")) + rest
+    # Python's fromisoformat (before 3.11) takes exactly microseconds: the fraction cut or padded to six digits.
+    text = re.sub(r"\.(\d*)", lambda match: "." + match.group(1)[:6].ljust(6, "0"), text, count=1)
     try:
         moment = datetime.datetime.fromisoformat(text)
     except ValueError:
@@ -73,7 +65,8 @@ def iso(epoch):
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "{0:03d}Z".format(moment.microsecond // 1000)
 
 
-def _condition(pod, kind):
+def pod_condition(pod, kind):
+    """The pod's condition of type ``kind`` (PodScheduled, Ready...) as the API sends it, or None."""
     for condition in (pod.get("status") or {}).get("conditions") or []:
         if condition.get("type") == kind:
             return condition
@@ -81,17 +74,13 @@ def _condition(pod, kind):
 
 
 def _container_state(status):
-    """One container status -> {name, state, reason, message, exit_code, ready, restart_count, started_at, finished_at,
-    allocated_resources_status}."""
+    """One container status -> its state (running, terminated, waiting) and the facts a wait and a report need."""
     state = status.get("state") or {}
-    name, detail = "unknown", {}
-    for candidate in ("running", "terminated", "waiting"):
-        if state.get(candidate) is not None:
-            name, detail = candidate, state[candidate] or {}
-            break
+    name = next((name for name in ("running", "terminated", "waiting") if state.get(name) is not None), None)
+    detail = (state[name] or {}) if name else {}
     return {
         "name": status.get("name"),
-        "state": name,
+        "state": name or "unknown",
         "reason": detail.get("reason"),
         "message": detail.get("message"),
         "exit_code": detail.get("exitCode"),
@@ -111,14 +100,13 @@ def summarize(pod):
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
-    scheduled = _condition(pod, "PodScheduled")
+    scheduled = pod_condition(pod, "PodScheduled")
     containers = [_container_state(item) for item in
                   (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])]
     return {
         "name": metadata.get("name"),
         "namespace": metadata.get("namespace"),
         "uid": metadata.get("uid"),
-        "labels": metadata.get("labels") or {},
         "phase": status.get("phase") or "Pending",
         "reason": status.get("reason"),
         "message": status.get("message"),
@@ -151,10 +139,8 @@ def summarize(pod):
 
 def blocking_reason(summary, fatal_reasons=DEFAULT_FATAL_REASONS):
     """The reason a pod will not start, from its containers (``ImagePullBackOff``...), or None."""
-    for container in summary["containers"]:
-        if container["state"] == "waiting" and container["reason"] in fatal_reasons:
-            return container["reason"]
-    return None
+    return next((container["reason"] for container in summary["containers"]
+                 if container["state"] == "waiting" and container["reason"] in fatal_reasons), None)
 
 
 def describe(summary):
@@ -203,10 +189,8 @@ def evaluate(condition, summary, node=None, fail_on_unschedulable=False, fatal_r
     if summary is None:
         return HOPELESS, "the pod does not exist (deleted, or never created)"
     phase = summary["phase"]
-    wrong_node = node and summary["node_name"] and summary["node_name"] != node
-    if wrong_node:
+    if node and summary["node_name"] and summary["node_name"] != node:
         return HOPELESS, "scheduled on {0}, not on {1}".format(summary["node_name"], node)
-    blocked = blocking_reason(summary, fatal_reasons)
 
     if condition == "unschedulable":
         if summary["scheduled"]:
@@ -219,70 +203,65 @@ def evaluate(condition, summary, node=None, fail_on_unschedulable=False, fatal_r
 
     if phase == "Failed" and condition != "finished":
         return HOPELESS, "it failed: " + describe(summary)
-    if blocked:
+    if blocking_reason(summary, fatal_reasons):
         return HOPELESS, "it cannot start: " + describe(summary)
     if summary["deletion_timestamp"] and condition in ("running", "scheduled"):
         return HOPELESS, "it is being deleted: " + describe(summary)
     if fail_on_unschedulable and summary["unschedulable"] and not summary["scheduled"]:
         return HOPELESS, "the scheduler cannot place it: " + describe(summary)
 
-    if condition == "scheduled":
-        return (MET, "scheduled") if summary["scheduled"] else (WAITING, describe(summary))
-    if condition == "running":
-        if phase == "Running" and summary["node_name"]:
-            return MET, "running"
-        if phase == "Succeeded":
-            return HOPELESS, "it ended before it was seen Running: " + describe(summary)
-        return WAITING, describe(summary)
-    if condition == "succeeded":
-        return (MET, "succeeded") if phase == "Succeeded" else (WAITING, describe(summary))
-    if condition == "finished":
-        return (MET, phase.lower()) if phase in ("Succeeded", "Failed") else (WAITING, describe(summary))
-    raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
+    reached = {"scheduled": summary["scheduled"], "running": phase == "Running" and bool(summary["node_name"]),
+               "succeeded": phase == "Succeeded", "finished": phase in ("Succeeded", "Failed")}
+    if condition not in reached:
+        raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
+    if reached[condition]:
+        return MET, phase.lower() if condition == "finished" else condition
+    if condition == "running" and phase == "Succeeded":
+        return HOPELESS, "it ended before it was seen Running: " + describe(summary)
+    return WAITING, describe(summary)
+
+
+def _parsed_times(values):
+    return [moment for moment in map(parse_time, values) if moment is not None]
 
 
 def api_transitions(summary):
     """Transition times the API itself records on a pod (second resolution): {transition: epoch}."""
-    times = {}
-    created = parse_time(summary.get("created_at"))
-    if created is not None:
-        times["created"] = created
+    times = {
+        "created": parse_time(summary.get("created_at")),
+        # deletionTimestamp is when the grace period ends; the deletion itself started earlier.
+        "deleting": parse_time(summary.get("deletion_timestamp")),
+    }
     for condition in summary["conditions"]:
         moment = parse_time(condition["last_transition_time"])
-        if moment is None:
+        if condition["type"] != "PodScheduled" or moment is None:
             continue
-        if condition["type"] == "PodScheduled" and condition["status"] == "True":
+        if condition["status"] == "True":
             times["scheduled"] = moment
-        elif condition["type"] == "PodScheduled" and condition["reason"] == "Unschedulable":
+        elif condition["reason"] == "Unschedulable":
             times["unschedulable"] = moment
-    started = [parse_time(item["started_at"]) for item in summary["containers"] if item["started_at"]]
-    started = [moment for moment in started if moment is not None]
+    started = _parsed_times(item["started_at"] for item in summary["containers"])
     if started:
         times["running"] = min(started)
-    if summary["phase"] in ("Succeeded", "Failed"):
-        finished = [parse_time(item["finished_at"]) for item in summary["containers"] if item["finished_at"]]
-        finished = [moment for moment in finished if moment is not None]
-        if finished:
-            times[summary["phase"].lower()] = max(finished)
-    deleting = parse_time(summary.get("deletion_timestamp"))
-    if deleting is not None:
-        # deletionTimestamp is when the grace period ends; the deletion itself started earlier.
-        times["deleting"] = deleting
-    return times
+    finished = _parsed_times(item["finished_at"] for item in summary["containers"])
+    if finished and summary["phase"] in ("Succeeded", "Failed"):
+        times[summary["phase"].lower()] = max(finished)
+    return {transition: moment for transition, moment in times.items() if moment is not None}
 
 
 def observed_transitions(summary):
     """The transitions a pod in this state has gone through, as names (for watch observations)."""
+    phase = summary["phase"]
+    started = any(item["started_at"] for item in summary["containers"])
     reached = ["created"]
     if summary["unschedulable"] and not summary["scheduled"]:
         reached.append("unschedulable")
     if summary["scheduled"]:
         reached.append("scheduled")
-    if summary["phase"] in ("Running", "Succeeded", "Failed") and any(
-            item["started_at"] for item in summary["containers"]) or summary["phase"] == "Running":
+    if phase == "Running" or (phase in ("Succeeded", "Failed") and started):
         reached.append("running")
-    if summary["phase"] in ("Succeeded", "Failed"):
-        reached.append(summary["phase"].lower())
+    if phase in ("Succeeded", "Failed"):
+        reached.append(phase.lower())
     if summary["deletion_timestamp"]:
         reached.append("deleting")
     return reached
@@ -319,7 +298,7 @@ class PodSetWatch:
 
     def __init__(self, condition, names=None, count=None, node=None, fail_on_unschedulable=False,
                  fatal_reasons=DEFAULT_FATAL_REASONS, record_all=False):
-        if condition is not None and condition not in CONDITIONS:
+        if condition not in CONDITIONS:
             raise ValueError("unknown condition {0!r}; expected one of {1}".format(condition, ", ".join(CONDITIONS)))
         self.condition = condition
         self.names = list(names or [])
@@ -331,29 +310,21 @@ class PodSetWatch:
         self.pods = {}
         self.known = {}
         self.seen = {}
-        self.history = []
 
     def _wanted(self, name):
         return self.record_all or not self.names or name in self.names
 
     def _record(self, name, transition, now, live=True):
-        seen = self.seen.setdefault(name, {})
-        if transition not in seen:
-            seen[transition] = (now, live)
-            self.history.append({"pod": name, "transition": transition, "at": now, "live": live})
-
-    def mark(self, name, transition, now):
-        """A transition the caller caused and timed itself (the create or delete call)."""
-        self._record(name, transition, now)
+        self.seen.setdefault(name, {}).setdefault(transition, (now, live))
 
     def load(self, pods, now):
-        """The initial list: replaces what is known."""
+        """A list (the first, or again after the watch expired): replaces the current pods."""
         self.pods = {}
         for pod in pods:
             self.apply("ADDED", pod, now, live=False)
-        # A pod known before (an earlier list, or one this call created or deleted) that the list
-        # no longer has is gone: say so at once, it will not come as a watch event.
-        for name in set(self.known) | set(self.seen):
+        # A pod known before (an earlier list, or the watch since) that the list no longer has is gone: say so at
+        # once, it will not come as a watch event.
+        for name in self.known:
             if name not in self.pods and self._wanted(name):
                 self._record(name, "deleted", now)
 
@@ -366,26 +337,23 @@ class PodSetWatch:
         name = summary["name"]
         if not self._wanted(name):
             return
+        self.known[name] = summary
         if event_type == "DELETED":
             self.pods.pop(name, None)
-            self.known[name] = summary
             self._record(name, "deleted", now)
             return
         self.pods[name] = summary
-        self.known[name] = summary
         for transition in observed_transitions(summary):
             self._record(name, transition, now, live)
 
     def verdict(self):
-        """(MET | WAITING | HOPELESS, message) for the whole set; MET at once without a condition."""
-        if self.condition is None:
-            return MET, "no condition to wait for"
+        """(MET | WAITING | HOPELESS, message) for the whole set."""
         waiting = []
         if self.names:
             targets = [(name, self.pods.get(name)) for name in self.names]
         else:
             targets = sorted(self.pods.items())
-            expected = self.count if self.count is not None else (0 if self.condition == "deleted" else 1)
+            expected = 1 if self.count is None else self.count
             if self.condition != "deleted" and len(targets) < expected:
                 waiting.append("{0} pod(s) found, {1} expected".format(len(targets), expected))
         for name, summary in targets:
@@ -407,17 +375,14 @@ class PodSetWatch:
         milliseconds. One already true in the first list only happened at some time before it,
         so there the API's timestamp is kept when it has one.
         """
+        exact = self.exact()
         result = {}
-        for name in sorted(set(self.known) | set(self.seen)):
-            summary = self.known.get(name)
-            times = api_transitions(summary) if summary else {}
-            exact = set()
-            for transition, (moment, live) in self.seen.get(name, {}).items():
+        for name in sorted(self.known):
+            times = api_transitions(self.known[name])
+            for transition, (moment, live) in self.seen[name].items():
                 if live or transition not in times:
                     times[transition] = moment
-                if live:
-                    exact.add(transition)
-            result[name] = in_life_order(times, exact)
+            result[name] = in_life_order(times, exact[name])
         return result
 
     def exact(self):
@@ -429,13 +394,5 @@ class PodSetWatch:
         """The known pods (current or last seen state): the condition's targets first, then the others."""
         order = list(self.names) or sorted(self.known)
         order += sorted(name for name in self.known if name not in order)
-        pods = []
-        for name in order:
-            summary = self.pods.get(name) or self.known.get(name)
-            if summary is None:
-                pods.append({"name": name, "exists": False})
-                continue
-            entry = dict(summary)
-            entry["exists"] = name in self.pods
-            pods.append(entry)
-        return pods
+        return [dict(self.known[name], exists=name in self.pods) if name in self.known
+                else {"name": name, "exists": False} for name in order]

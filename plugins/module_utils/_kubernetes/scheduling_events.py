@@ -65,34 +65,23 @@ _PREEMPTION = re.compile(r"(?:^|(?<=[\s,.]))preemption:\s*")
 
 def _split_outside_braces(text, separator):
     """Split ``text`` on ``separator`` except inside ``{...}`` (taints print as ``{key: value}``)."""
-    parts = []
-    depth = 0
-    start = 0
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "{":
+    parts, depth, start = [], 0, 0
+    for match in re.finditer(r"[{}]|" + re.escape(separator), text):
+        if match.group() == "{":
             depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-        elif depth == 0 and text.startswith(separator, index):
-            parts.append(text[start:index])
-            index += len(separator)
-            start = index
-            continue
-        index += 1
+        elif match.group() == "}":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            parts.append(text[start:match.start()])
+            start = match.end()
     parts.append(text[start:])
     return parts
 
 
 def _sentences(text):
     """Split on a period that ends a sentence (followed by space or the end), not ``nvidia.com``."""
-    pieces = []
-    for chunk in _split_outside_braces(text.strip(), ". "):
-        chunk = chunk.strip().rstrip(".").strip()
-        if chunk:
-            pieces.append(chunk)
-    return pieces
+    chunks = (chunk.strip().rstrip(".").strip() for chunk in _split_outside_braces(text.strip(), ". "))
+    return [chunk for chunk in chunks if chunk]
 
 
 def _counted_items(sentence):
@@ -113,18 +102,20 @@ def _counted_items(sentence):
     return items
 
 
-def _add_reasons(reasons, items):
-    for reason, count in items:
+def _counts(nodes_total, nodes_available, counted, messages):
+    """The keys every parsed part has, from its (reason, node count) pairs; ``insufficient``: the resources of
+    ``Insufficient <resource>`` reasons."""
+    reasons = {}
+    for reason, count in counted:
         reasons[reason] = reasons.get(reason, 0) + count
-
-
-def _insufficient(reasons):
-    resources = []
-    for reason in reasons:
-        match = _INSUFFICIENT.match(reason)
-        if match and match.group("resource") not in resources:
-            resources.append(match.group("resource"))
-    return resources
+    matches = (_INSUFFICIENT.match(reason) for reason in reasons)
+    return {
+        "nodes_total": nodes_total,
+        "nodes_available": nodes_available,
+        "reasons": reasons,
+        "insufficient": list(dict.fromkeys(match.group("resource") for match in matches if match)),
+        "messages": messages,
+    }
 
 
 def _parse_summary(text):
@@ -132,8 +123,7 @@ def _parse_summary(text):
     match = _SUMMARY.match(text)
     if not match:
         return None
-    reasons = {}
-    messages = []
+    counted, messages = [], []
     for sentence in _sentences(match.group("rest") or ""):
         items = _counted_items(sentence)
         if items is None:
@@ -141,14 +131,8 @@ def _parse_summary(text):
             # plugin's message (``no new claims to deallocate``).
             messages.extend(part.strip() for part in _split_outside_braces(sentence, ", ") if part.strip())
         else:
-            _add_reasons(reasons, items)
-    return {
-        "nodes_total": int(match.group("total")),
-        "nodes_available": int(match.group("available")),
-        "reasons": reasons,
-        "insufficient": _insufficient(reasons),
-        "messages": messages,
-    }
+            counted.extend(items)
+    return _counts(int(match.group("total")), int(match.group("available")), counted, messages)
 
 
 def _parse_predicates(text):
@@ -156,18 +140,9 @@ def _parse_predicates(text):
     match = _PREDICATES.match(text)
     if not match:
         return None
-    reasons = {}
-    for part in _split_outside_braces(match.group("rest").strip().rstrip("."), ", "):
-        counted = _COUNT_AFTER.match(part.strip())
-        if counted:
-            _add_reasons(reasons, [(counted.group("reason"), int(counted.group("count")))])
-    return {
-        "nodes_total": None,
-        "nodes_available": 0,
-        "reasons": reasons,
-        "insufficient": _insufficient(reasons),
-        "messages": [],
-    }
+    items = _split_outside_braces(match.group("rest").strip().rstrip("."), ", ")
+    counted = (_COUNT_AFTER.match(item.strip()) for item in items)
+    return _counts(None, 0, [(part.group("reason"), int(part.group("count"))) for part in counted if part], [])
 
 
 def _parse_preemption(text):
@@ -180,11 +155,7 @@ def _parse_preemption(text):
     sentence = text.rstrip(".").strip()
     return {
         "message": text,
-        "nodes_total": None,
-        "nodes_available": None,
-        "reasons": {},
-        "insufficient": [],
-        "messages": [sentence] if sentence else [],
+        **_counts(None, None, [], [sentence] if sentence else []),
         # DefaultPreemption.PodEligibleToPreemptOthers: "not eligible due to preemptionPolicy=Never."
         "eligible": "not eligible" not in sentence.lower(),
     }
@@ -204,22 +175,15 @@ def parse_failed_scheduling(message):
         message = ""
     if not isinstance(message, str):
         raise TypeError("a FailedScheduling message must be a string, not {0}".format(type(message).__name__))
-    text = message.strip()
-    preemption = None
-    split = _PREEMPTION.search(text)
-    main = text
+    main, preemption = message.strip(), None
+    split = _PREEMPTION.search(main)
     if split:
-        main = text[:split.start()].rstrip(" ,")
-        preemption = _parse_preemption(text[split.end():])
-    result = _parse_summary(main)
-    fmt = "framework"
+        main, preemption = main[:split.start()].rstrip(" ,"), _parse_preemption(main[split.end():])
+    fmt, result = "framework", _parse_summary(main)
     if result is None:
-        result = _parse_predicates(main)
-        fmt = "predicates"
+        fmt, result = "predicates", _parse_predicates(main)
     if result is None:
-        fmt = "unknown"
-        result = {"nodes_total": None, "nodes_available": None, "reasons": {}, "insufficient": [],
-                  "messages": list(_sentences(main))}
+        fmt, result = "unknown", _counts(None, None, [], _sentences(main))
     result["message"] = message
     result["format"] = fmt
     result["preemption"] = preemption
@@ -231,8 +195,7 @@ def _dra(result):
     """What the message says about DRA claims: ``shortage`` (the DRA reasons with their node counts: no device
     could be allocated), ``cannot_allocate`` (any such reason), and ``problems`` ({kind, text, ...}: a missing
     DeviceClass, a claim not created yet, a claim pinned to another node)."""
-    shortage = dict((reason, count) for reason, count in result["reasons"].items()
-                    if any(reason.startswith(known) for known in DRA_SHORTAGE_REASONS))
+    shortage = {reason: count for reason, count in result["reasons"].items() if reason.startswith(DRA_SHORTAGE_REASONS)}
     problems = []
     for text in list(result["messages"]) + list(result["reasons"]):
         for kind, pattern in DRA_PREFILTER_MESSAGES:

@@ -26,15 +26,17 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledg
     parse_quantity,
     pod_requests,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import iso, parse_time
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import (
+    iso,
+    parse_time,
+    pod_condition,
+)
 
 
 def _bound_at(pod):
     """When the scheduler bound the pod (its PodScheduled condition turned True), in epoch seconds."""
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
-            return parse_time(condition.get("lastTransitionTime"))
-    return None
+    scheduled = pod_condition(pod, "PodScheduled") or {}
+    return parse_time(scheduled.get("lastTransitionTime")) if scheduled.get("status") == "True" else None
 
 
 def node_allocatable(node, resource):
@@ -49,13 +51,8 @@ def foreign_claim(node_pods, allocatable, resource, since, is_ours):
     second counts); ``is_ours``: whether a pod is the run's own. The caller asks only while its pod waits unscheduled.
     """
     wanted = ResourceFilter((resource,))
-    holders = []
-    for pod in node_pods:
-        if is_terminated(pod):
-            continue
-        units = pod_requests(pod, wanted).get(resource) or 0
-        if units:
-            holders.append((pod, units))
+    requests = ((pod, pod_requests(pod, wanted).get(resource) or 0) for pod in node_pods if not is_terminated(pod))
+    holders = [(pod, units) for pod, units in requests if units]
     if sum(units for _pod, units in holders) < allocatable:
         # A unit is still free: the scheduler may yet give it to our pod.
         return None
@@ -64,7 +61,7 @@ def foreign_claim(node_pods, allocatable, resource, since, is_ours):
              for bound in [_bound_at(pod)] if bound is not None and bound >= floor]
     if not taken:
         return None
-    bound, pod, units = sorted(taken, key=lambda item: item[0])[0]
+    bound, pod, units = min(taken, key=lambda item: item[0])
     metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     return {"namespace": metadata.get("namespace"), "name": metadata.get("name"), "priority": spec.get("priority"),
             "priority_class": spec.get("priorityClassName"), "bound_at": iso(bound), "units": as_number(units)}

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import json
 import re
 import time
@@ -110,13 +111,12 @@ class PodWaiter:
 
     @staticmethod
     def _raw(response):
-        # Plain API dicts: the client's model classes are slow and rename every key.
+        # CoreV1Rest answers raw responses: plain API dicts, not the client's slow model classes that rename every key.
         return json.loads(response.data)
 
     def targets(self):
         """The pods that must reach the condition, as last seen."""
-        pods = self.tracker.report()
-        return [pod for pod in pods if not self.names or pod["name"] in self.names]
+        return [pod for pod in self.tracker.report() if not self.names or pod["name"] in self.names]
 
     # -- the wait -------------------------------------------------------------------------
     def _selectors(self):
@@ -129,8 +129,7 @@ class PodWaiter:
     def list_pods(self):
         self.requests += 1
         with explain_api_errors("list pods in namespace {0}".format(self.namespace), self.host):
-            listing = self._raw(self.api.list_namespaced_pod(self.namespace, _preload_content=False,
-                                                             **self._selectors()))
+            listing = self._raw(self.api.list_namespaced_pod(self.namespace, **self._selectors()))
         self.tracker.load(listing.get("items") or [], self.clock())
         return (listing.get("metadata") or {}).get("resourceVersion")
 
@@ -160,14 +159,20 @@ class PodWaiter:
                 # The resourceVersion is too old (compacted): list again and go on from there.
                 resource_version = self.list_pods()
 
-    def _watch(self, resource_version, remaining):
+    @contextlib.contextmanager
+    def _watching(self, list_function, seconds, **kwargs):
+        """A watch of ``list_function`` in the namespace that the API server ends after ``seconds``, stopped on exit."""
         watch = Watch()
         self.requests += 1
-        stream = watch.stream(
-            self.api.list_namespaced_pod, self.namespace, resource_version=resource_version,
-            timeout_seconds=max(1, int(remaining + 0.999)), allow_watch_bookmarks=True, deserialize=False,
-            _request_timeout=(10, remaining + 10), **self._selectors())
         try:
+            yield watch.stream(list_function, self.namespace, timeout_seconds=max(1, int(seconds + 0.999)),
+                               deserialize=False, _request_timeout=(10, seconds + 10), **kwargs)
+        finally:
+            watch.stop()
+
+    def _watch(self, resource_version, remaining):
+        with self._watching(self.api.list_namespaced_pod, remaining, resource_version=resource_version,
+                            allow_watch_bookmarks=True, **self._selectors()) as stream:
             for event in stream:
                 pod = event.get("object") or {}
                 resource_version = (pod.get("metadata") or {}).get("resourceVersion") or resource_version
@@ -177,8 +182,6 @@ class PodWaiter:
                         break
                 if self.remaining() <= 0:
                     break
-        finally:
-            watch.stop()
         return resource_version
 
     def check_lock(self):
@@ -209,10 +212,12 @@ class PodWaiter:
 
         def is_ours(pod):
             metadata = pod.get("metadata") or {}
-            labels = metadata.get("labels") or {}
+            if metadata.get("namespace") != self.namespace:
+                return False
             if selector:
-                return metadata.get("namespace") == self.namespace and all(labels.get(key) == value for key, value in selector.items())
-            return metadata.get("namespace") == self.namespace and metadata.get("name") in self.names
+                labels = metadata.get("labels") or {}
+                return all(labels.get(key) == value for key, value in selector.items())
+            return metadata.get("name") in self.names
 
         claim = foreign_claim(node_pods, allocatable, resource, self.claim_since, is_ours)
         if claim:
@@ -235,8 +240,8 @@ class PodWaiter:
         self.requests += 1
         with explain_api_errors("read the log of pod {0}/{1}".format(self.namespace, name), self.host):
             try:
-                response = self.api.read_namespaced_pod_log(
-                    name, self.namespace, limit_bytes=self.params["log_limit_bytes"], _preload_content=False)
+                response = self.api.read_namespaced_pod_log(name, self.namespace,
+                                                            limit_bytes=self.params["log_limit_bytes"])
             except ApiException as error:
                 if error.status in (400, 404):
                     # Not started yet (400: "container is waiting to start") or gone.
@@ -265,8 +270,7 @@ class PodWaiter:
     def _list_events(self, field_selector):
         self.requests += 1
         with explain_api_errors("list events in namespace {0}".format(self.namespace), self.host):
-            listing = self._raw(self.api.list_namespaced_event(self.namespace, field_selector=field_selector,
-                                                               _preload_content=False))
+            listing = self._raw(self.api.list_namespaced_event(self.namespace, field_selector=field_selector))
         return listing.get("items") or [], (listing.get("metadata") or {}).get("resourceVersion")
 
     def collect_failed_scheduling(self):
@@ -287,10 +291,9 @@ class PodWaiter:
                          "from_event": True}
             else:
                 # No event in time: the PodScheduled condition carries the same message.
-                condition = [item for item in pod["conditions"] if item["type"] == "PodScheduled"]
-                entry = {"pod": pod["name"], "message": (condition[0]["message"] if condition else "") or "",
-                         "source": "PodScheduled condition", "count": 1,
-                         "at": condition[0]["last_transition_time"] if condition else None,
+                condition = next((item for item in pod["conditions"] if item["type"] == "PodScheduled"), {})
+                entry = {"pod": pod["name"], "message": condition.get("message") or "",
+                         "source": "PodScheduled condition", "count": 1, "at": condition.get("last_transition_time"),
                          "last_at": None, "from_event": False}
             entry["parsed"] = parse_failed_scheduling(entry["message"])
             found.append(entry)
@@ -300,18 +303,12 @@ class PodWaiter:
         limit = min(self.remaining(), EVENT_GRACE_SECONDS)
         if limit <= 0:
             return []
-        watch = Watch()
-        self.requests += 1
         with explain_api_errors("watch events in namespace {0}".format(self.namespace), self.host):
-            try:
-                for event in watch.stream(self.api.list_namespaced_event, self.namespace,
-                                          field_selector=field_selector, resource_version=resource_version,
-                                          timeout_seconds=max(1, int(limit + 0.999)), deserialize=False,
-                                          _request_timeout=(10, limit + 10)):
+            with self._watching(self.api.list_namespaced_event, limit, field_selector=field_selector,
+                                resource_version=resource_version) as stream:
+                for event in stream:
                     if event.get("type") in ("ADDED", "MODIFIED"):
                         return [event["object"]]
-            finally:
-                watch.stop()
         return []
 
     def collect_events(self):
@@ -321,24 +318,21 @@ class PodWaiter:
         self.events = event_timeline(items, pods=pods)
 
     # -- ledger ---------------------------------------------------------------------------
-    def collect_ledger(self, reader):
+    def collect_ledger(self):
         self.requests += 2
         try:
             # With DRA: a node whose GPUs are ResourceSlice devices has its ledger there (and is not refused).
-            self.ledger = read_ledger(reader, node=self.params["ledger_node"],
+            self.ledger = read_ledger(self.reader, node=self.params["ledger_node"],
                                       patterns=tuple(self.params["ledger_resources"]), dra=True)
         except LedgerError as error:
             raise WaitFailed("reading the ledger of node {0}: {1}".format(self.params["ledger_node"], error))
 
     # -- result ---------------------------------------------------------------------------
     def result(self, error=None):
-        pods = []
-        for pod in self.tracker.report():
-            entry = dict(pod)
-            entry.pop("labels", None)
+        pods = self.tracker.report()
+        for pod in pods:
             if pod["name"] in self.logs:
-                entry["log"] = self.logs[pod["name"]]
-            pods.append(entry)
+                pod["log"] = self.logs[pod["name"]]
         finished = self.clock()
         result = {
             "condition": self.params["condition"],
@@ -353,14 +347,9 @@ class PodWaiter:
             "error": error,
             "changed": False,
         }
-        if self.failed_scheduling is not None:
-            result["failed_scheduling"] = self.failed_scheduling
-        if self.events is not None:
-            result["events"] = self.events
-        if self.ledger is not None:
-            result["ledger"] = self.ledger
-        if self.claim is not None:
-            result["foreign_claim"] = self.claim
+        optional = {"failed_scheduling": self.failed_scheduling, "events": self.events, "ledger": self.ledger,
+                    "foreign_claim": self.claim}
+        result.update((key, value) for key, value in optional.items() if value is not None)
         return result
 
 
@@ -380,7 +369,7 @@ def wait_for(params, api, reader, warn):
         if (params["logs"] or params["log_ready_pattern"]) and condition not in ("unschedulable", "deleted"):
             waiter.collect_logs()
         if params["ledger_node"]:
-            waiter.collect_ledger(reader)
+            waiter.collect_ledger()
         if params["events"]:
             waiter.collect_events()
     except (WaitFailed, K8sApiError) as error:

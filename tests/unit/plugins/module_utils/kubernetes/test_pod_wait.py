@@ -199,17 +199,20 @@ def test_unknown_condition():
 
 def test_a_pod_deleted_before_the_list_is_recorded_gone():
     watch = PodSetWatch("deleted", record_all=True)
-    watch.mark("gpu-demo-hold", "deleting", 10.0)
+    watch.apply("MODIFIED", pod("gpu-demo-hold", phase="Running", deleting=True), now=10.0)
+    # The watch expired (410) and the pod went meanwhile: the list again no longer has it.
     watch.load([], now=10.2)
-    assert watch.transitions()["gpu-demo-hold"] == {"deleting": 10.0, "deleted": 10.2}
+    times = watch.transitions()["gpu-demo-hold"]
+    assert (times["deleting"], times["deleted"]) == (10.0, 10.2)
     assert watch.verdict()[0] == MET
 
 
 def test_api_times_never_come_before_what_the_watch_saw():
     watch = PodSetWatch("running", names=["h"], record_all=True)
     created = parse_time("2026-10-12T08:01:02Z") + 0.7
-    watch.mark("h", "created", created)
-    # bound and started within the same second: the list shows them with .000 timestamps
+    watch.load([], now=created - 0.5)
+    watch.apply("ADDED", pod("h"), now=created)
+    # bound and started within the same second, seen by a list after the watch expired (410): .000 timestamps
     watch.load([pod("h", phase="Running", node="prod102", scheduled=True,
                     container=("running", {"startedAt": "2026-10-12T08:01:02Z"}))], now=created + 0.05)
     times = watch.transitions()["h"]
