@@ -18,7 +18,7 @@ modules connect exactly like ``kubernetes.core.k8s``. On top of that this file a
 * ``explain_api_errors()`` / ``api_error_message()``: turn ApiException / urllib3 / kubeconfig
   errors into one clear sentence naming the API server and what was being done;
 * ``CoreV1Reader``: core/v1 reads as plain API dicts, counting the calls it makes, optionally
-  decoding only the fields a caller reads (``select_fields``).
+  decoding only the fields a caller reads (``FieldsDecoder``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -374,7 +374,7 @@ class CoreV1Reader:
     def get_node(self, name, fields=None):
         """The Node called ``name``, or None when the API says it does not exist.
 
-        ``fields``, here and in the list methods, names the fields the caller reads (see ``select_fields``).
+        ``fields``, here and in the list methods, names the fields the caller reads (see ``FieldsDecoder``).
         """
         self._count(calls=1, requests=1)
         with explain_api_errors("get node {0}".format(name), self.host):
@@ -461,23 +461,11 @@ class CoreV1Reader:
                     return items
 
 
-def select_fields(value, fields):
-    """``value`` (decoded JSON) reduced to ``fields``: what ``FieldsDecoder`` returns when msgspec is installed.
+class FieldsDecoder:
+    """Decodes an API response keeping only ``fields``, or all of it without msgspec.
 
     ``fields`` is None for a whole value, a dict ``{key: fields of that key}`` for an object (other keys are
     dropped, absent ones stay absent), or a one-element list ``[fields of each item]`` for an array.
-    A value of another shape than ``fields`` says (null included) is kept as it is.
-    """
-    if isinstance(fields, dict) and isinstance(value, dict):
-        return {key: select_fields(value[key], sub_fields) for key, sub_fields in fields.items() if key in value}
-    if isinstance(fields, list) and isinstance(value, list):
-        return [select_fields(item, fields[0]) for item in value]
-    return value
-
-
-class FieldsDecoder:
-    """Decodes an API response keeping only ``fields`` (``select_fields``), or all of it without msgspec.
-
     Without msgspec, or for a response whose shape differs from ``fields`` (msgspec then refuses it), the
     whole response is decoded: callers get at least the fields they asked for either way.
     """

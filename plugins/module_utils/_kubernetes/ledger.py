@@ -63,7 +63,7 @@ OPERATOR_COMPONENTS = (
 _APP_LABELS = ("app", "app.kubernetes.io/name")
 
 # The fields of Node and Pod objects this file reads, for readers that can skip the rest while decoding
-# (``select_fields`` in client.py says how to read these). Large fleets carry mostly what is not listed here.
+# (``FieldsDecoder`` in client.py says how to read these). Large fleets carry mostly what is not listed here.
 _CONDITION_FIELDS = [{"type": None, "status": None, "reason": None, "message": None}]
 NODE_FIELDS = {
     "metadata": {"name": None, "labels": None},
