@@ -112,9 +112,8 @@ class ResourceFilter(dict):
 
 
 def _quantities(resource_list, wanted=None):
-    if wanted is None:
-        return {name: parse_quantity(value) for name, value in (resource_list or {}).items()}
-    return {name: parse_quantity(value) for name, value in (resource_list or {}).items() if wanted[name]}
+    return {name: parse_quantity(value) for name, value in (resource_list or {}).items()
+            if wanted is None or wanted[name]}
 
 
 def _add(total, addend):
@@ -213,19 +212,21 @@ def node_name(node):
     return node["metadata"]["name"]
 
 
-def advertised_resources(node, patterns):
-    """Names of the node's resources (capacity or allocatable) that match ``patterns``, sorted."""
+def _advertised(node):
+    """Names of the node's resources, in its capacity or allocatable, sorted."""
     status = node.get("status") or {}
-    names = set(status.get("capacity") or {}) | set(status.get("allocatable") or {})
-    return sorted(name for name in names if matches_any(name, patterns))
+    return sorted(set(status.get("capacity") or {}) | set(status.get("allocatable") or {}))
+
+
+def advertised_resources(node, patterns):
+    """Names of the node's resources that match ``patterns``, sorted."""
+    return [name for name in _advertised(node) if matches_any(name, patterns)]
 
 
 def missing_resources_message(node, patterns):
     """Why a node cannot be used: it advertises none of the resources asked for."""
-    status = node.get("status") or {}
-    advertised = sorted(set(status.get("capacity") or {}) | set(status.get("allocatable") or {}))
     message = "node {0} advertises none of {1}; it advertises: {2}".format(
-        node_name(node), ", ".join(patterns), ", ".join(advertised) or "nothing")
+        node_name(node), ", ".join(patterns), ", ".join(_advertised(node)) or "nothing")
     if _labels(node).get(GPU_PRESENT_LABEL) == "true":
         message += " (it is labelled {0}=true: is the device plugin running on it?)".format(GPU_PRESENT_LABEL)
     return message
@@ -235,11 +236,14 @@ def _labels(obj):
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def _is_ready(node):
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
+def _condition(obj, condition_type):
+    """A Node's or Pod's first condition of ``condition_type``, {} when it has none."""
+    return next((condition for condition in (obj.get("status") or {}).get("conditions") or []
+                 if condition.get("type") == condition_type), {})
+
+
+def _is_ready(obj):
+    return _condition(obj, "Ready").get("status") == "True"
 
 
 def _taints(node):
@@ -260,13 +264,6 @@ def _pod_identity(pod):
         "priority": spec.get("priority"),
         "priority_class_name": spec.get("priorityClassName"),
     }
-
-
-def _scheduling_condition(pod):
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "PodScheduled":
-            return condition
-    return {}
 
 
 def _sort_key(entry):
@@ -330,41 +327,24 @@ def operator_component(pod):
     return None
 
 
-def _is_pod_ready(pod):
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
-
-
 def summarize_operator_pods(namespace, pods):
     """GPU Operator pods of ``namespace`` that the ledger depends on, and which components run."""
-    entries = []
-    for pod in pods:
-        component = operator_component(pod)
-        if component is None:
-            continue
-        entries.append({
-            "name": pod["metadata"]["name"],
-            "component": component,
-            "node": (pod.get("spec") or {}).get("nodeName"),
-            "phase": (pod.get("status") or {}).get("phase"),
-            "ready": _is_pod_ready(pod),
-        })
+    entries = [{
+        "name": pod["metadata"]["name"],
+        "component": component,
+        "node": (pod.get("spec") or {}).get("nodeName"),
+        "phase": (pod.get("status") or {}).get("phase"),
+        "ready": _is_ready(pod),
+    } for pod, component in ((pod, operator_component(pod)) for pod in pods) if component is not None]
     entries.sort(key=lambda entry: (entry["component"], entry["name"]))
-    running = {
-        component: any(entry["component"] == component and entry["phase"] == "Running" for entry in entries)
-        for component, _markers in OPERATOR_COMPONENTS
-    }
-    return {"namespace": namespace, "pods": entries, "running": running}
+    return {"namespace": namespace, "pods": entries, "running": _running(entries)}
 
 
-def _operator_running_on(node, operator):
+def _running(entries, node=None):
+    """Per GPU Operator component, whether one of its pods is Running (on ``node`` when given)."""
     return {
-        component: any(
-            entry["component"] == component and entry["node"] == node and entry["phase"] == "Running"
-            for entry in operator["pods"]
-        )
+        component: any(entry["component"] == component and entry["phase"] == "Running"
+                       and (node is None or entry["node"] == node) for entry in entries)
         for component, _markers in OPERATOR_COMPONENTS
     }
 
@@ -414,7 +394,7 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None, dr
         pending_units = {name: as_number(units) for name, units in requests.items() if units}
         if pending_units or claims:
             entry = _pod_identity(pod)
-            condition = _scheduling_condition(pod)
+            condition = _condition(pod, "PodScheduled")
             entry.update({
                 "requests": pending_units,
                 "reason": condition.get("reason"),
@@ -446,7 +426,7 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None, dr
             "resources": resources,
         }
         if operator is not None:
-            ledger_nodes[name]["operator_running"] = _operator_running_on(name, operator)
+            ledger_nodes[name]["operator_running"] = _running(operator["pods"], node=name)
         if dra is not None:
             node_dra = dra_ledger.build_node_dra(name, dra["slices"], dra["claims"], dra["classes"])
             ledger_nodes[name]["dra"] = node_dra
@@ -509,10 +489,7 @@ def counted_pod(pod, wanted, claims=False):
 
 
 def _node_names(node):
-    if not node:
-        return []
-    names = [node] if isinstance(node, str) else list(node)
-    return sorted(set(names))
+    return sorted(set([node] if isinstance(node, str) else node or []))
 
 
 def _checked_node(reader, name, node_object, patterns, dra_nodes=None, dra_refused=None):
@@ -560,9 +537,7 @@ def _read_dra_node(reader, name, refused):
     """A node read's DRA slices. None when the API server does not serve resource.k8s.io/v1, or the credentials may not
     read the slices."""
     slices = _dra_read(refused, reader.list_resource_slices, field_selector="spec.nodeName={0}".format(name))
-    if slices is None:
-        return None
-    return {"slices": slices}
+    return None if slices is None else {"slices": slices}
 
 
 def _read_dra_fleet(reader, refused):
