@@ -533,13 +533,6 @@ def _dra_read(refused, read, *args, **kwargs):
         return None
 
 
-def _read_dra_node(reader, name, refused):
-    """A node read's DRA slices. None when the API server does not serve resource.k8s.io/v1, or the credentials may not
-    read the slices."""
-    slices = _dra_read(refused, reader.list_resource_slices, field_selector="spec.nodeName={0}".format(name))
-    return None if slices is None else {"slices": slices}
-
-
 def _read_dra_fleet(reader, refused):
     slices = _dra_read(refused, reader.list_resource_slices)
     if slices is None and not refused:
@@ -578,12 +571,12 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
             if node_object is None:
                 _checked_node(reader, name, node_object, patterns)
             pods = reader.list_pods(field_selector=node_pods_field_selector(name), fields=POD_FIELDS, keep=keep)
-            node_dra = _read_dra_node(reader, name, refused) if dra else None
-            operator = None
-            if operator_namespace:
-                operator = reader.list_pods(namespace=operator_namespace, field_selector="spec.nodeName={0}".format(name),
-                                            fields=OPERATOR_POD_FIELDS)
-            return node_object, pods, operator, node_dra
+            # None when the API server does not serve resource.k8s.io/v1, or the credentials may not read the slices.
+            slices = (_dra_read(refused, reader.list_resource_slices, field_selector="spec.nodeName={0}".format(name))
+                      if dra else None)
+            operator = (reader.list_pods(namespace=operator_namespace, field_selector="spec.nodeName={0}".format(name),
+                                         fields=OPERATOR_POD_FIELDS) if operator_namespace else None)
+            return node_object, pods, operator, slices
 
         with ThreadPoolExecutor(max_workers=min(8, len(names) + 2)) as pool:
             unscheduled = pool.submit(reader.list_pods, field_selector=UNSCHEDULED_FIELD_SELECTOR, fields=POD_FIELDS,
@@ -592,25 +585,25 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
             # Every claim, not only those the node's pods use: an allocated claim reserved for no pod still holds its
             # devices (claims have no field selector for the node they are allocated on).
             claims = pool.submit(_dra_read, refused, reader.list_resource_claims) if dra else None
-            per_node = list(pool.map(read_one, names))
+            node_objects, node_pods, node_operator_pods, node_slices = zip(*pool.map(read_one, names))
             pods = unscheduled.result()
             classes = classes.result() if classes else None
             claims = claims.result() if claims else None
         # Checked once every read is in: a refused read of any of them means no DRA ledger for any node.
-        nodes = [_checked_node(reader, name, entry[0], patterns,
-                               dra_ledger.dra_node_names(entry[3]["slices"]) if entry[3] and not refused else None,
+        nodes = [_checked_node(reader, name, node_object, patterns,
+                               dra_ledger.dra_node_names(slices) if slices is not None and not refused else None,
                                dra_refused_message(refused))
-                 for name, entry in zip(names, per_node)]
+                 for name, node_object, slices in zip(names, node_objects, node_slices)]
         if dra and classes is not None and not refused:
-            dra_objects = {"slices": [item for entry in per_node if entry[3] for item in entry[3]["slices"]],
+            dra_objects = {"slices": [item for slices in node_slices for item in slices or ()],
                            "claims": claims or [],
                            "classes": classes}
-        bound = [pod for entry in per_node for pod in entry[1]]
+        bound = [pod for pods_of_node in node_pods for pod in pods_of_node]
         # A pod bound between the two reads would be both pending and a holder: it is a holder.
         bound_uids = set((pod.get("metadata") or {}).get("uid") for pod in bound)
         pods = [pod for pod in pods if (pod.get("metadata") or {}).get("uid") not in bound_uids] + bound
         if operator_namespace:
-            operator_pods = [pod for entry in per_node for pod in entry[2]]
+            operator_pods = [pod for pods_of_node in node_operator_pods for pod in pods_of_node]
     else:
         # The two lists are read at once: the API server serializes one while this process decodes the other.
         with ThreadPoolExecutor(max_workers=1) as background:
