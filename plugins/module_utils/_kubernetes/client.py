@@ -392,20 +392,19 @@ class CoreV1Reader:
 
     def list_resource_slices(self, field_selector=None):
         """ResourceSlices (resource.k8s.io/v1), or None when the API server does not serve that API."""
-        return self._unless_not_served(self._list, "list resourceslices", self._api.list_resource_slice,
-                                       field_selector=field_selector)
+        return self._list_if_served("list resourceslices", self._api.list_resource_slice,
+                                    field_selector=field_selector)
 
     def list_resource_claims(self):
-        return self._unless_not_served(self._list, "list resourceclaims in all namespaces",
-                                       self._api.list_resource_claim_for_all_namespaces)
+        return self._list_if_served("list resourceclaims in all namespaces",
+                                    self._api.list_resource_claim_for_all_namespaces)
 
     def list_device_classes(self):
-        return self._unless_not_served(self._list, "list deviceclasses", self._api.list_device_class)
+        return self._list_if_served("list deviceclasses", self._api.list_device_class)
 
-    @staticmethod
-    def _unless_not_served(read, *args, **kwargs):
+    def _list_if_served(self, action, list_function, **kwargs):
         try:
-            return read(*args, **kwargs)
+            return self._list(action, list_function, **kwargs)
         except K8sApiError as error:
             if isinstance(error.__cause__, ApiException) and error.__cause__.status == 404:
                 return None
