@@ -10,15 +10,9 @@
 
 Connection options, ``K8S_AUTH_*`` environment variables, kubeconfig and in-cluster
 loading all come from kubernetes.core (``AUTH_ARG_SPEC`` and ``get_api_client``), so our
-modules connect exactly like ``kubernetes.core.k8s``. On top of that this file adds:
-
-* ``k8s_module()``: an ``AnsibleK8SModule`` with the auth options merged in;
-* ``mask_as_kubernetes_core()``: the masking AnsibleK8SModule adds, for a task run without an AnsibleModule;
-* ``k8s_client()``: kubernetes.core's client for a task's options, with failures turned into ``K8sApiError``;
-* ``explain_api_errors()`` / ``api_error_message()``: turn ApiException / urllib3 / kubeconfig
-  errors into one clear sentence naming the API server and what was being done;
-* ``CoreV1Reader``: core/v1 reads as plain API dicts, counting the calls it makes, optionally
-  decoding only the fields a caller reads (``FieldsDecoder``).
+modules connect exactly like ``kubernetes.core.k8s``. On top of that this file phrases client
+failures as one sentence naming the API server and what was being done (``explain_api_errors``),
+and reads objects as plain API dicts, decoding only the fields a caller reads (``CoreV1Reader``).
 """
 
 from __future__ import absolute_import, division, print_function
