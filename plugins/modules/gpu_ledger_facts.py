@@ -28,10 +28,8 @@ description:
     through DRA advertises no extended resource and is reported, not refused.
   - This is the scheduler's bookkeeping only. Processes that use a GPU without requesting the resource
     (an inference server started with E(NVIDIA_VISIBLE_DEVICES=all), host processes) are not in it.
-  - Makes a constant number of API calls whatever the number of nodes and pods (see RV(api_calls)).
-  - For one node it reads, like C(kubectl describe node), only the node, its own non-terminated pods (a field
-    selector on C(spec.nodeName), which the API server's watch cache indexes) and the cluster's unscheduled Pending
-    pods, so its cost does not grow with the cluster (O(read_strategy), RV(read_strategy)).
+  - Makes a constant number of API calls whatever the number of pods (see RV(api_calls)). For one node it reads, like
+    C(kubectl describe node), only what the node holds, so its cost does not grow with the cluster (O(read_strategy)).
 author:
   - gpuops developers (@gpuops)
 options:
@@ -46,7 +44,6 @@ options:
   nodes:
     description:
       - Names of a few nodes to report, as O(node) does for one; each must exist and advertise one of O(resource_names).
-      - With O(read_strategy=auto), up to 20 nodes are read node by node and more with one read of every pod.
       - Mutually exclusive with O(node).
     type: list
     elements: str
@@ -86,8 +83,8 @@ options:
     description:
       - Also read Dynamic Resource Allocation objects (resource.k8s.io/v1).
       - A V(fleet) read then lists ResourceSlices, ResourceClaims and DeviceClasses once each (three more calls, whatever
-        the cluster's size); a V(node) read lists the node's ResourceSlices (field selector C(spec.nodeName)) and the
-        DeviceClasses, and gets each ResourceClaim the node's pods use.
+        the cluster's size); a V(node) read lists each node's ResourceSlices (field selector C(spec.nodeName)), and the
+        DeviceClasses and ResourceClaims once.
       - On an API server that does not serve resource.k8s.io/v1, RV(ledger.dra_served) is V(false) and the rest of the
         ledger is as without DRA.
       - When the credentials may not make one of these reads (403), the rest of the ledger is as without DRA too, and
@@ -452,7 +449,7 @@ api_calls:
   description:
     - Kubernetes API reads made (node list or get, pod lists, operator pod list). A paginated list counts as one.
     - V(node) reads take 3 (4 with O(operator_namespace)), V(fleet) reads 2 (3); with O(dra), a V(fleet) read 3 more and a
-      V(node) read 2 more plus one per ResourceClaim the node's pods use.
+      V(node) read 2 more plus one per node.
     - Does not include kubernetes.core's one-time API discovery when it meets a cluster for the first time.
   returned: success
   type: int

@@ -18,9 +18,8 @@ description:
   - The lock is a C(coordination.k8s.io/v1) Lease named C(gpuops-preflight-<node>) that records who holds
     the node (O(holder)), since when, and for how long (O(duration_seconds)).
   - As in Kubernetes' leader election, the Lease is short (O(duration_seconds), 15 s) and renewed while the run
-    lives (O(renew)) by a small process of the collection, every fifth of the Lease. That process follows the
-    ansible-playbook (or ansible) process the task runs under, and stops renewing the moment it is gone (ended,
-    killed, out of memory). A run that dies loses the node within O(duration_seconds), a live run never does.
+    lives (O(renew)), so a run that dies (ended, killed, out of memory) loses the node within O(duration_seconds),
+    and a live run never does.
   - A lock whose holder died expires by itself at C(renewTime + leaseDurationSeconds); the next run takes
     it over (C(leaseTransitions) + 1) and is warned. Taking over uses the Lease's resourceVersion, so of two runs
     racing for an expired or absent lock exactly one wins.

@@ -125,13 +125,12 @@ def validate(options, args, module_name, **constraints):
     After an error, ``params`` holds what could be validated (as in AnsibleModule, which then fails).
     """
     validation = ArgumentSpecValidator(options, **constraints).validate(args)
-    no_log_values = set(validation._no_log_values)
+    message = None
     if validation.error_messages:
         message = validation.errors.msg
         if isinstance(validation.errors[0], UnsupportedError):
             message = "Unsupported parameters for ({0}) module: {1}".format(module_name, message)
-        return validation.validated_parameters, no_log_values, message
-    return validation.validated_parameters, no_log_values, None
+    return validation.validated_parameters, set(validation._no_log_values), message
 
 
 class InProcessModule(ActionBase):

@@ -10,15 +10,9 @@
 
 Connection options, ``K8S_AUTH_*`` environment variables, kubeconfig and in-cluster
 loading all come from kubernetes.core (``AUTH_ARG_SPEC`` and ``get_api_client``), so our
-modules connect exactly like ``kubernetes.core.k8s``. On top of that this file adds:
-
-* ``k8s_module()``: an ``AnsibleK8SModule`` with the auth options merged in;
-* ``mask_as_kubernetes_core()``: the masking AnsibleK8SModule adds, for a task run without an AnsibleModule;
-* ``k8s_client()``: kubernetes.core's client for a task's options, with failures turned into ``K8sApiError``;
-* ``explain_api_errors()`` / ``api_error_message()``: turn ApiException / urllib3 / kubeconfig
-  errors into one clear sentence naming the API server and what was being done;
-* ``CoreV1Reader``: core/v1 reads as plain API dicts, counting the calls it makes, optionally
-  decoding only the fields a caller reads (``select_fields``).
+modules connect exactly like ``kubernetes.core.k8s``. On top of that this file phrases client
+failures as one sentence naming the API server and what was being done (``explain_api_errors``),
+and reads objects as plain API dicts, decoding only the fields a caller reads (``CoreV1Reader``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -374,7 +368,7 @@ class CoreV1Reader:
     def get_node(self, name, fields=None):
         """The Node called ``name``, or None when the API says it does not exist.
 
-        ``fields``, here and in the list methods, names the fields the caller reads (see ``select_fields``).
+        ``fields``, here and in the list methods, names the fields the caller reads (see ``FieldsDecoder``).
         """
         self._count(calls=1, requests=1)
         with explain_api_errors("get node {0}".format(name), self.host):
@@ -392,20 +386,19 @@ class CoreV1Reader:
 
     def list_resource_slices(self, field_selector=None):
         """ResourceSlices (resource.k8s.io/v1), or None when the API server does not serve that API."""
-        return self._unless_not_served(self._list, "list resourceslices", self._api.list_resource_slice,
-                                       field_selector=field_selector)
+        return self._list_if_served("list resourceslices", self._api.list_resource_slice,
+                                    field_selector=field_selector)
 
     def list_resource_claims(self):
-        return self._unless_not_served(self._list, "list resourceclaims in all namespaces",
-                                       self._api.list_resource_claim_for_all_namespaces)
+        return self._list_if_served("list resourceclaims in all namespaces",
+                                    self._api.list_resource_claim_for_all_namespaces)
 
     def list_device_classes(self):
-        return self._unless_not_served(self._list, "list deviceclasses", self._api.list_device_class)
+        return self._list_if_served("list deviceclasses", self._api.list_device_class)
 
-    @staticmethod
-    def _unless_not_served(read, *args, **kwargs):
+    def _list_if_served(self, action, list_function, **kwargs):
         try:
-            return read(*args, **kwargs)
+            return self._list(action, list_function, **kwargs)
         except K8sApiError as error:
             if isinstance(error.__cause__, ApiException) and error.__cause__.status == 404:
                 return None
@@ -461,23 +454,11 @@ class CoreV1Reader:
                     return items
 
 
-def select_fields(value, fields):
-    """``value`` (decoded JSON) reduced to ``fields``: what ``FieldsDecoder`` returns when msgspec is installed.
+class FieldsDecoder:
+    """Decodes an API response keeping only ``fields``, or all of it without msgspec.
 
     ``fields`` is None for a whole value, a dict ``{key: fields of that key}`` for an object (other keys are
     dropped, absent ones stay absent), or a one-element list ``[fields of each item]`` for an array.
-    A value of another shape than ``fields`` says (null included) is kept as it is.
-    """
-    if isinstance(fields, dict) and isinstance(value, dict):
-        return {key: select_fields(value[key], sub_fields) for key, sub_fields in fields.items() if key in value}
-    if isinstance(fields, list) and isinstance(value, list):
-        return [select_fields(item, fields[0]) for item in value]
-    return value
-
-
-class FieldsDecoder:
-    """Decodes an API response keeping only ``fields`` (``select_fields``), or all of it without msgspec.
-
     Without msgspec, or for a response whose shape differs from ``fields`` (msgspec then refuses it), the
     whole response is decoded: callers get at least the fields they asked for either way.
     """

@@ -139,16 +139,18 @@ def is_blocked(device):
     return any((taint or {}).get("effect") in BLOCKING_TAINT_EFFECTS for taint in device.get("taints") or [])
 
 
+def _pool(item):
+    """A slice's ((driver, pool name), pool generation)."""
+    pool = _spec(item).get("pool") or {}
+    return (_spec(item).get("driver"), pool.get("name")), pool.get("generation") or 0
+
+
 def _newest_slices(slices):
     """Per (driver, pool), only the slices of the pool's newest generation."""
     newest = {}
-    for item in slices:
-        spec = _spec(item)
-        key = (spec.get("driver"), (spec.get("pool") or {}).get("name"))
-        newest[key] = max(newest.get(key, 0), (spec.get("pool") or {}).get("generation") or 0)
-    return [item for item in slices
-            if ((_spec(item).get("pool") or {}).get("generation") or 0)
-            == newest[(_spec(item).get("driver"), (_spec(item).get("pool") or {}).get("name"))]]
+    for key, generation in map(_pool, slices):
+        newest[key] = max(newest.get(key, 0), generation)
+    return [item for item in slices if _pool(item)[1] == newest[_pool(item)[0]]]
 
 
 def node_slices(slices, node):
@@ -296,17 +298,9 @@ def pod_claim_refs(pod):
     ``status.resourceClaimStatuses`` (or named directly in the spec), and the scheduler's extended-resource claim."""
     namespace = _metadata(pod).get("namespace")
     status = pod.get("status") or {}
-    names = set()
-    for entry in _spec(pod).get("resourceClaims") or []:
-        if entry.get("resourceClaimName"):
-            names.add(entry["resourceClaimName"])
-    for entry in status.get("resourceClaimStatuses") or []:
-        if entry.get("resourceClaimName"):
-            names.add(entry["resourceClaimName"])
-    extended = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-    if extended:
-        names.add(extended)
-    return sorted((namespace, name) for name in names)
+    entries = ((_spec(pod).get("resourceClaims") or []) + (status.get("resourceClaimStatuses") or [])
+               + [status.get("extendedResourceClaimStatus") or {}])
+    return sorted(set((namespace, entry["resourceClaimName"]) for entry in entries if entry.get("resourceClaimName")))
 
 
 def uses_claims(pod):

@@ -63,7 +63,7 @@ OPERATOR_COMPONENTS = (
 _APP_LABELS = ("app", "app.kubernetes.io/name")
 
 # The fields of Node and Pod objects this file reads, for readers that can skip the rest while decoding
-# (``select_fields`` in client.py says how to read these). Large fleets carry mostly what is not listed here.
+# (``FieldsDecoder`` in client.py says how to read these). Large fleets carry mostly what is not listed here.
 _CONDITION_FIELDS = [{"type": None, "status": None, "reason": None, "message": None}]
 NODE_FIELDS = {
     "metadata": {"name": None, "labels": None},
@@ -112,9 +112,8 @@ class ResourceFilter(dict):
 
 
 def _quantities(resource_list, wanted=None):
-    if wanted is None:
-        return {name: parse_quantity(value) for name, value in (resource_list or {}).items()}
-    return {name: parse_quantity(value) for name, value in (resource_list or {}).items() if wanted[name]}
+    return {name: parse_quantity(value) for name, value in (resource_list or {}).items()
+            if wanted is None or wanted[name]}
 
 
 def _add(total, addend):
@@ -213,19 +212,21 @@ def node_name(node):
     return node["metadata"]["name"]
 
 
-def advertised_resources(node, patterns):
-    """Names of the node's resources (capacity or allocatable) that match ``patterns``, sorted."""
+def _advertised(node):
+    """Names of the node's resources, in its capacity or allocatable, sorted."""
     status = node.get("status") or {}
-    names = set(status.get("capacity") or {}) | set(status.get("allocatable") or {})
-    return sorted(name for name in names if matches_any(name, patterns))
+    return sorted(set(status.get("capacity") or {}) | set(status.get("allocatable") or {}))
+
+
+def advertised_resources(node, patterns):
+    """Names of the node's resources that match ``patterns``, sorted."""
+    return [name for name in _advertised(node) if matches_any(name, patterns)]
 
 
 def missing_resources_message(node, patterns):
     """Why a node cannot be used: it advertises none of the resources asked for."""
-    status = node.get("status") or {}
-    advertised = sorted(set(status.get("capacity") or {}) | set(status.get("allocatable") or {}))
     message = "node {0} advertises none of {1}; it advertises: {2}".format(
-        node_name(node), ", ".join(patterns), ", ".join(advertised) or "nothing")
+        node_name(node), ", ".join(patterns), ", ".join(_advertised(node)) or "nothing")
     if _labels(node).get(GPU_PRESENT_LABEL) == "true":
         message += " (it is labelled {0}=true: is the device plugin running on it?)".format(GPU_PRESENT_LABEL)
     return message
@@ -235,11 +236,14 @@ def _labels(obj):
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def _is_ready(node):
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
+def _condition(obj, condition_type):
+    """A Node's or Pod's first condition of ``condition_type``, {} when it has none."""
+    return next((condition for condition in (obj.get("status") or {}).get("conditions") or []
+                 if condition.get("type") == condition_type), {})
+
+
+def _is_ready(obj):
+    return _condition(obj, "Ready").get("status") == "True"
 
 
 def _taints(node):
@@ -260,13 +264,6 @@ def _pod_identity(pod):
         "priority": spec.get("priority"),
         "priority_class_name": spec.get("priorityClassName"),
     }
-
-
-def _scheduling_condition(pod):
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "PodScheduled":
-            return condition
-    return {}
 
 
 def _sort_key(entry):
@@ -330,41 +327,24 @@ def operator_component(pod):
     return None
 
 
-def _is_pod_ready(pod):
-    for condition in (pod.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
-
-
 def summarize_operator_pods(namespace, pods):
     """GPU Operator pods of ``namespace`` that the ledger depends on, and which components run."""
-    entries = []
-    for pod in pods:
-        component = operator_component(pod)
-        if component is None:
-            continue
-        entries.append({
-            "name": pod["metadata"]["name"],
-            "component": component,
-            "node": (pod.get("spec") or {}).get("nodeName"),
-            "phase": (pod.get("status") or {}).get("phase"),
-            "ready": _is_pod_ready(pod),
-        })
+    entries = [{
+        "name": pod["metadata"]["name"],
+        "component": component,
+        "node": (pod.get("spec") or {}).get("nodeName"),
+        "phase": (pod.get("status") or {}).get("phase"),
+        "ready": _is_ready(pod),
+    } for pod, component in ((pod, operator_component(pod)) for pod in pods) if component is not None]
     entries.sort(key=lambda entry: (entry["component"], entry["name"]))
-    running = {
-        component: any(entry["component"] == component and entry["phase"] == "Running" for entry in entries)
-        for component, _markers in OPERATOR_COMPONENTS
-    }
-    return {"namespace": namespace, "pods": entries, "running": running}
+    return {"namespace": namespace, "pods": entries, "running": _running(entries)}
 
 
-def _operator_running_on(node, operator):
+def _running(entries, node=None):
+    """Per GPU Operator component, whether one of its pods is Running (on ``node`` when given)."""
     return {
-        component: any(
-            entry["component"] == component and entry["node"] == node and entry["phase"] == "Running"
-            for entry in operator["pods"]
-        )
+        component: any(entry["component"] == component and entry["phase"] == "Running"
+                       and (node is None or entry["node"] == node) for entry in entries)
         for component, _markers in OPERATOR_COMPONENTS
     }
 
@@ -414,7 +394,7 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None, dr
         pending_units = {name: as_number(units) for name, units in requests.items() if units}
         if pending_units or claims:
             entry = _pod_identity(pod)
-            condition = _scheduling_condition(pod)
+            condition = _condition(pod, "PodScheduled")
             entry.update({
                 "requests": pending_units,
                 "reason": condition.get("reason"),
@@ -446,7 +426,7 @@ def build_ledger(nodes, pods, patterns=DEFAULT_RESOURCE_NAMES, operator=None, dr
             "resources": resources,
         }
         if operator is not None:
-            ledger_nodes[name]["operator_running"] = _operator_running_on(name, operator)
+            ledger_nodes[name]["operator_running"] = _running(operator["pods"], node=name)
         if dra is not None:
             node_dra = dra_ledger.build_node_dra(name, dra["slices"], dra["claims"], dra["classes"])
             ledger_nodes[name]["dra"] = node_dra
@@ -509,10 +489,7 @@ def counted_pod(pod, wanted, claims=False):
 
 
 def _node_names(node):
-    if not node:
-        return []
-    names = [node] if isinstance(node, str) else list(node)
-    return sorted(set(names))
+    return sorted(set([node] if isinstance(node, str) else node or []))
 
 
 def _checked_node(reader, name, node_object, patterns, dra_nodes=None, dra_refused=None):
@@ -556,15 +533,6 @@ def _dra_read(refused, read, *args, **kwargs):
         return None
 
 
-def _read_dra_node(reader, name, refused):
-    """A node read's DRA slices. None when the API server does not serve resource.k8s.io/v1, or the credentials may not
-    read the slices."""
-    slices = _dra_read(refused, reader.list_resource_slices, field_selector="spec.nodeName={0}".format(name))
-    if slices is None:
-        return None
-    return {"slices": slices}
-
-
 def _read_dra_fleet(reader, refused):
     slices = _dra_read(refused, reader.list_resource_slices)
     if slices is None and not refused:
@@ -603,12 +571,12 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
             if node_object is None:
                 _checked_node(reader, name, node_object, patterns)
             pods = reader.list_pods(field_selector=node_pods_field_selector(name), fields=POD_FIELDS, keep=keep)
-            node_dra = _read_dra_node(reader, name, refused) if dra else None
-            operator = None
-            if operator_namespace:
-                operator = reader.list_pods(namespace=operator_namespace, field_selector="spec.nodeName={0}".format(name),
-                                            fields=OPERATOR_POD_FIELDS)
-            return node_object, pods, operator, node_dra
+            # None when the API server does not serve resource.k8s.io/v1, or the credentials may not read the slices.
+            slices = (_dra_read(refused, reader.list_resource_slices, field_selector="spec.nodeName={0}".format(name))
+                      if dra else None)
+            operator = (reader.list_pods(namespace=operator_namespace, field_selector="spec.nodeName={0}".format(name),
+                                         fields=OPERATOR_POD_FIELDS) if operator_namespace else None)
+            return node_object, pods, operator, slices
 
         with ThreadPoolExecutor(max_workers=min(8, len(names) + 2)) as pool:
             unscheduled = pool.submit(reader.list_pods, field_selector=UNSCHEDULED_FIELD_SELECTOR, fields=POD_FIELDS,
@@ -617,25 +585,25 @@ def read_ledger(reader, node=None, patterns=DEFAULT_RESOURCE_NAMES, operator_nam
             # Every claim, not only those the node's pods use: an allocated claim reserved for no pod still holds its
             # devices (claims have no field selector for the node they are allocated on).
             claims = pool.submit(_dra_read, refused, reader.list_resource_claims) if dra else None
-            per_node = list(pool.map(read_one, names))
+            node_objects, node_pods, node_operator_pods, node_slices = zip(*pool.map(read_one, names))
             pods = unscheduled.result()
             classes = classes.result() if classes else None
             claims = claims.result() if claims else None
         # Checked once every read is in: a refused read of any of them means no DRA ledger for any node.
-        nodes = [_checked_node(reader, name, entry[0], patterns,
-                               dra_ledger.dra_node_names(entry[3]["slices"]) if entry[3] and not refused else None,
+        nodes = [_checked_node(reader, name, node_object, patterns,
+                               dra_ledger.dra_node_names(slices) if slices is not None and not refused else None,
                                dra_refused_message(refused))
-                 for name, entry in zip(names, per_node)]
+                 for name, node_object, slices in zip(names, node_objects, node_slices)]
         if dra and classes is not None and not refused:
-            dra_objects = {"slices": [item for entry in per_node if entry[3] for item in entry[3]["slices"]],
+            dra_objects = {"slices": [item for slices in node_slices for item in slices or ()],
                            "claims": claims or [],
                            "classes": classes}
-        bound = [pod for entry in per_node for pod in entry[1]]
+        bound = [pod for pods_of_node in node_pods for pod in pods_of_node]
         # A pod bound between the two reads would be both pending and a holder: it is a holder.
         bound_uids = set((pod.get("metadata") or {}).get("uid") for pod in bound)
         pods = [pod for pod in pods if (pod.get("metadata") or {}).get("uid") not in bound_uids] + bound
         if operator_namespace:
-            operator_pods = [pod for entry in per_node for pod in entry[2]]
+            operator_pods = [pod for pods_of_node in node_operator_pods for pod in pods_of_node]
     else:
         # The two lists are read at once: the API server serializes one while this process decodes the other.
         with ThreadPoolExecutor(max_workers=1) as background:

@@ -10,9 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
+from select_fields import select_fields
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import dra_ledger, ledger
-from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import K8sApiError, select_fields
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import K8sApiError
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "dra"
 

@@ -4,6 +4,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from select_fields import select_fields
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import client as _k8s_client
 
@@ -86,10 +87,10 @@ FIELDS = {"metadata": {"name": None, "deletionTimestamp": None},
 def test_select_fields():
     containers = [{"name": "c", "resources": {"requests": {"x": "1"}, "limits": {}}}]
     pod = {"metadata": {"name": "a", "uid": "u"}, "spec": {"containers": containers, "initContainers": None}, "status": "odd"}
-    assert _k8s_client.select_fields(pod, FIELDS) == {
+    assert select_fields(pod, FIELDS) == {
         "metadata": {"name": "a"}, "spec": {"containers": [{"resources": {"requests": {"x": "1"}}}], "initContainers": None},
         "status": "odd"}
-    assert _k8s_client.select_fields(pod, None) is pod
+    assert select_fields(pod, None) is pod
 
 
 def test_fields_decoder_returns_the_selected_fields():
@@ -97,7 +98,7 @@ def test_fields_decoder_returns_the_selected_fields():
     decoded = _k8s_client.FieldsDecoder(FIELDS, in_list=True).decode(POD_LIST)
     expected = json.loads(POD_LIST)
     expected["metadata"] = {"resourceVersion": "7", "continue": "next"}
-    expected["items"] = [_k8s_client.select_fields(item, FIELDS) for item in expected["items"]]
+    expected["items"] = [select_fields(item, FIELDS) for item in expected["items"]]
     del expected["kind"], expected["apiVersion"]
     assert decoded == expected
     node = b'{"kind":"Node","metadata":{"name":"n","uid":"u"},"spec":{},"status":{"conditions":null}}'

@@ -14,9 +14,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from select_fields import select_fields
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import ledger
-from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import select_fields
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "ledger"
 NODES = json.loads((FIXTURES / "nodes.json").read_text())
