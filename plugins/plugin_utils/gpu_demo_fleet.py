@@ -17,9 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import calendar
 import json
-import time
 
 try:
     from urllib.parse import quote
@@ -33,6 +31,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows i
     result_row,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import CONFIGMAP_REF, freshness
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import parse_time
 
 # A summary of the Nodes' verdicts says of each node whether its verdict still holds, in this order.
 FRESHNESS = ("fresh", "stale", "failed", "never", "running", "unreadable", "absent")
@@ -240,24 +239,6 @@ def _allocation_text(allocation, words):
     return words.get("allocation_" + allocation, allocation) if allocation else words["none"]
 
 
-def _epoch(iso):
-    """'2026-11-30T21:39:37Z' or with fractions -> epoch seconds (None when unreadable)."""
-    if not iso:
-        return None
-    text = str(iso).rstrip("Z")
-    fraction = 0.0
-    if "." in text:
-        text, digits = text.split(".", 1)
-        try:
-            fraction = float("0." + "".join(ch for ch in digits if ch.isdigit()) or "0")
-        except ValueError:
-            fraction = 0.0
-    try:
-        return calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")) + fraction
-    except ValueError:
-        return None
-
-
 def _status_bar(counts, words):
     """The run at a glance: one stacked bar across the page's width, a segment per status, each its share of the nodes
     in percent. A bar of fixed pixels was a fraction of a wide page, so 1 of 1 passed read as half done."""
@@ -276,7 +257,7 @@ def _status_bar(counts, words):
 def _window_bar(row, run_start, run_span):
     """A node's run and its occupied window on the run's common time axis (where a node's GPUs were held)."""
     width, _height = WINDOW_BAR
-    started = _epoch(row["started_at"])
+    started = parse_time(row["started_at"])
     if started is None or run_span <= 0:
         return None
     scale = width / run_span
@@ -284,7 +265,7 @@ def _window_bar(row, run_start, run_span):
                        "width": "%.1f" % max((row["total_seconds"] or 0) * scale, 1.0)}, "window": None}
     window = row["window"]
     if window and window.get("start") and window.get("end"):
-        start, end = _epoch(window["start"]), _epoch(window["end"])
+        start, end = parse_time(window["start"]), parse_time(window["end"])
         if start is not None and end is not None:
             drawing["window"] = {"x": "%.1f" % ((start - run_start) * scale), "width": "%.1f" % max((end - start) * scale, 1.0)}
     return drawing
@@ -377,7 +358,7 @@ def page(summary):
     formatted, every drawing's geometry; the templates only place it (and escape it, in HTML)."""
     lang = summary["lang"]
     words, counts, rows = _text(lang), summary["counts"], summary["rows"]
-    starts = [(_epoch(row["started_at"]), row["total_seconds"] or 0) for row in rows if row["started_at"]]
+    starts = [(parse_time(row["started_at"]), row["total_seconds"] or 0) for row in rows if row["started_at"]]
     starts = [(start, total) for start, total in starts if start is not None]
     run_start = min(start for start, _total in starts) if starts else 0.0
     run_span = max(start + total for start, total in starts) - run_start if starts else 0.0
