@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+from collections import Counter
 
 try:
     from urllib.parse import quote
@@ -153,6 +154,9 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
     if mode not in MODES:
         raise ValueError("mode must be one of %s, not %r" % (", ".join(MODES), mode))
     results, failures, words = results or {}, failures or {}, _text(lang)
+    # A host of the inventory without a verdict comes with None (the summary action reads every host's facts).
+    verdicts = dict((host, result) for host, result in results.items() if isinstance(result, dict))
+    states = freshness(hosts or [], verdicts, not_run_reasons or {}) if mode == "verdicts" else {}
     rows, first_failed = [], None
     for host in hosts or []:
         reason = (not_run_reasons or {}).get(host)
@@ -163,22 +167,15 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
         if row["status"] == "failed" and first_failed is None:
             first_failed = host
         row["report_configmap"] = row.get("report_configmap") or _configmap_ref((report_configmaps or {}).get(host))
+        row["freshness"] = states.get(host)
         rows.append(row)
-    # A host of the inventory without a verdict comes with None (the summary action reads every host's facts).
-    verdicts = dict((host, result) for host, result in results.items() if isinstance(result, dict))
-    states = freshness(hosts or [], verdicts, not_run_reasons or {}) if mode == "verdicts" else {}
-    for row in rows:
-        row["freshness"] = states.get(row["host"])
     rows.sort(key=_sort_key)
-    counts = dict((status, 0) for status in STATUSES)
-    for row in rows:
-        counts[row["status"]] += 1
+    counts = dict((status, sum(1 for row in rows if row["status"] == status)) for status in STATUSES)
     counts["nodes"] = len(rows)
     groups = {}
     for row in rows:
         if row["status"] == "failed":
-            key = (row["phase"], row["check"] or "")
-            groups.setdefault(key, []).append(row["host"])
+            groups.setdefault((row["phase"], row["check"] or ""), []).append(row["host"])
     by_check = [{"phase": phase, "check": check or None, "url": check_url(checks_url, check), "count": len(nodes), "nodes": nodes}
                 for (phase, check), nodes in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))]
     started = sorted(row["started_at"] for row in rows if row["started_at"])
@@ -211,10 +208,7 @@ LANES = (520, 16, 200)
 def _gpu_text(gpus):
     if not gpus:
         return None
-    names = {}
-    for gpu in gpus:
-        name = gpu.get("name") or "GPU"
-        names[name] = names.get(name, 0) + 1
+    names = Counter(gpu.get("name") or "GPU" for gpu in gpus)
     return ", ".join("%d × %s" % (count, name) for name, count in sorted(names.items()))
 
 
@@ -229,14 +223,6 @@ def _memory_text(memory, words):
         return words["not_read"]
     where = words["read_on_node"] if memory["source"] == "node" else words["read_in_hold"]
     return "%d MiB (%s)" % (memory["mib"], where)
-
-
-def _window_text(window):
-    return "%.2f s" % window["seconds"] if window and window.get("seconds") is not None else "-"
-
-
-def _allocation_text(allocation, words):
-    return words.get("allocation_" + allocation, allocation) if allocation else words["none"]
 
 
 def _status_bar(counts, words):
@@ -316,7 +302,7 @@ def _verdict(summary, words):
 
 
 def _row_view(index, row, words, lang, run_start, run_span):
-    gpus, memory, window = row["gpus"], row["memory_outside_ledger"], row["window"]
+    gpus, memory, window, allocation = row["gpus"], row["memory_outside_ledger"], row["window"], row["allocation"]
     return {
         "anchor": "node-%d" % index, "host": row["host"], "node": row["node"] if row["node"] != row["host"] else None,
         "status": row["status"], "status_text": words[row["status"]], "status_rank": STATUSES.index(row["status"]),
@@ -328,8 +314,10 @@ def _row_view(index, row, words, lang, run_start, run_span):
         "check": row["check"], "check_url": row["check_url"], "reason": row["reason"],
         "units": None if row["units"] is None else int(row["units"]),
         "gpus": _gpu_text(gpus), "gpu_uuids": " ".join(gpu["uuid"] or "" for gpu in gpus) or None,
-        "allocation": row["allocation"], "allocation_text": _allocation_text(row["allocation"], words),
-        "window": _window_text(window), "window_seconds": None if not window else window.get("seconds"),
+        "allocation": allocation,
+        "allocation_text": words.get("allocation_" + allocation, allocation) if allocation else words["none"],
+        "window": "%.2f s" % window["seconds"] if window and window.get("seconds") is not None else "-",
+        "window_seconds": None if not window else window.get("seconds"),
         "window_bar": _window_bar(row, run_start, run_span),
         "vllm": _vllm_text(row["vllm"], words),
         "memory": "-" if memory is None else "%d MiB" % memory["mib"], "memory_mib": None if memory is None else memory["mib"],
