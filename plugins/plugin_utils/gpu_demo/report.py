@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from collections import Counter
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._node.nvidia_smi import (
     DEVICE_LIST_ROOT,
@@ -177,6 +178,11 @@ def unit_noun(kind, count=2):
     return noun if count == 1 else noun + "s"
 
 
+# What hold_summary keeps of each hold pod's evidence, in this order.
+POD_EVIDENCE = ("gpus", "gpu_names", "unit_uuids", "unit_kind", "visible_devices", "device_list", "handover", "named",
+                "corroborated", "memory")
+
+
 def hold_summary(pods, units_by_pod, replicas=1):
     """What the hold pods' logs prove, against the units each one requested.
 
@@ -200,26 +206,12 @@ def hold_summary(pods, units_by_pod, replicas=1):
             if row["uuid"] not in seen_memory:
                 seen_memory.add(row["uuid"])
                 memory.append(row)
-        entries.append({
-            "name": pod["name"],
-            "node": pod.get("node_name"),
-            "phase": pod.get("phase"),
-            "requested": int(units_by_pod[pod["name"]]),
-            "gpus": evidence["gpus"],
-            "gpu_names": evidence["gpu_names"],
-            "unit_uuids": units,
-            "unit_kind": evidence["unit_kind"],
-            "visible_devices": evidence["visible_devices"],
-            "device_list": evidence["device_list"],
-            "handover": evidence["handover"],
-            "named": evidence["named"],
-            "corroborated": evidence["corroborated"],
-            "memory": evidence["memory"],
-            "sees_its_units": len(units) == int(units_by_pod[pod["name"]]),
-        })
-    shares = {}
-    for uuid in every_unit:
-        shares[uuid] = shares.get(uuid, 0) + 1
+        entry = {"name": pod["name"], "node": pod.get("node_name"), "phase": pod.get("phase"),
+                 "requested": int(units_by_pod[pod["name"]])}
+        entry.update((key, evidence[key]) for key in POD_EVIDENCE)
+        entry["sees_its_units"] = len(units) == entry["requested"]
+        entries.append(entry)
+    shares = Counter(every_unit)
     expected = sum(int(value) for value in (units_by_pod or {}).values())
     return {
         "pods": entries,
