@@ -64,8 +64,8 @@ gpu_demo_evidence = _refusing("gpu_demo_evidence", TypeError, ValueError)(hold_e
 # ResourceClaims / ResourceClaimTemplates -> the names of those of the run (its labels, or owned by its pods).
 gpu_demo_run_claims = _refusing("gpu_demo_run_claims", TypeError, AttributeError)(run_objects)
 # A node's report ConfigMaps (listed by label) -> the names of the oldest, so that ``kept`` remain.
-gpu_demo_reports_to_prune = _refusing("gpu_demo_reports_to_prune", ReportStoreError, TypeError, ValueError, AttributeError,
-                                      KeyError)(to_prune)
+gpu_demo_reports_to_prune = _refusing("gpu_demo_reports_to_prune",
+                                      ReportStoreError, TypeError, ValueError, AttributeError, KeyError)(to_prune)
 
 
 def gpu_demo_preflight(ledger_result, vllm_result, **settings):
