@@ -333,11 +333,7 @@ def tolerates(toleration, taint):
     if toleration.get("key") and toleration["key"] != taint.get("key"):
         return False
     operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
+    return operator == "Exists" or (operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or ""))
 
 
 def untolerated_taints(taints, tolerations):

@@ -296,7 +296,6 @@ def pod_lanes(transitions, start, end, order=None):
         marks = sorted((times[key], rank, state) for rank, (key, state) in enumerate(_LANE_STATES)
                        if times.get(key) is not None)
         marks = [(moment, state) for moment, _rank, state in marks]
-        # A pod scheduled at once was never unschedulable; keep the state order the pod lived.
         finish = times.get("deleted", end)
         segments = []
         for index, (moment, state) in enumerate(marks):
