@@ -333,7 +333,8 @@ def tolerates(toleration, taint):
     if toleration.get("key") and toleration["key"] != taint.get("key"):
         return False
     operator = toleration.get("operator") or "Equal"
-    return operator == "Exists" or (operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or ""))
+    same_value = (toleration.get("value") or "") == (taint.get("value") or "")
+    return operator == "Exists" or (operator == "Equal" and same_value)
 
 
 def untolerated_taints(taints, tolerations):
