@@ -58,9 +58,7 @@ def hold_evidence(log):
     if not isinstance(text, str):
         raise TypeError("a pod log must be a string, not {0}".format(type(text).__name__))
     gpus = parse_gpu_list(text)
-    uuids = [gpu["uuid"] for gpu in gpus]
-    for gpu in gpus:
-        uuids.extend(mig["uuid"] for mig in gpu["mig_devices"])
+    uuids = [gpu["uuid"] for gpu in gpus] + [mig["uuid"] for gpu in gpus for mig in gpu["mig_devices"]]
     visible = visible_devices_from_env(text)
     memory_lines = "\n".join(line for line in text.splitlines() if _MEMORY_ROW.match(line))
     memory = []
@@ -193,7 +191,7 @@ def hold_summary(pods, units_by_pod, replicas=1):
     once (see hold_evidence), ``unit_kind`` their kind.
     """
     replicas = max(1, int(replicas or 1))
-    entries, every_unit, memory, seen_memory, distinct_units = [], [], [], set(), {}
+    entries, every_unit, memory, distinct_units = [], [], {}, {}
     for pod in pods or []:
         if pod.get("name") not in (units_by_pod or {}):
             continue
@@ -203,9 +201,7 @@ def hold_summary(pods, units_by_pod, replicas=1):
         for unit in evidence["units"]:
             distinct_units.setdefault(unit["uuid"], unit)
         for row in evidence["memory"]:
-            if row["uuid"] not in seen_memory:
-                seen_memory.add(row["uuid"])
-                memory.append(row)
+            memory.setdefault(row["uuid"], row)
         entry = {"name": pod["name"], "node": pod.get("node_name"), "phase": pod.get("phase"),
                  "requested": int(units_by_pod[pod["name"]])}
         entry.update((key, evidence[key]) for key in POD_EVIDENCE)
@@ -230,7 +226,7 @@ def hold_summary(pods, units_by_pod, replicas=1):
         "handover_text": {lang: handover_text(sorted({entry["handover"] for entry in entries}), lang) for lang in HANDOVER_WORDS},
         "shared": sorted(uuid for uuid, count in shares.items() if count > replicas),
         "corroborated": all(entry["corroborated"] is not False for entry in entries),
-        "memory": memory,
+        "memory": list(memory.values()),
     }
 
 
@@ -257,12 +253,11 @@ def free_units_timeline(transitions, allocatable, units_by_pod, held_before=0):
                      | {end for _start, end, _units, _pod in intervals if end is not None})
     steps = []
     for moment in moments:
-        holders = sorted(pod for start, end, _units, pod in intervals
-                         if start <= moment and (end is None or end > moment))
-        used = sum(units for start, end, units, _pod in intervals
-                   if start <= moment and (end is None or end > moment))
-        steps.append({"at": moment, "at_iso": iso(moment), "free": int(allocatable) - int(held_before) - used,
-                      "holders": holders})
+        held = [(units, pod) for start, end, units, pod in intervals
+                if start <= moment and (end is None or end > moment)]
+        steps.append({"at": moment, "at_iso": iso(moment),
+                      "free": int(allocatable) - int(held_before) - sum(units for units, _pod in held),
+                      "holders": sorted(pod for _units, pod in held)})
     return steps
 
 
