@@ -170,10 +170,9 @@ def unit_kind(units):
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-def unit_noun(kind, count=2):
-    """How to call ``count`` units of a ``unit_kind`` in a sentence: GPU(s), MIG device(s), device(s)."""
-    noun = {"gpu": "GPU", "mig": "MIG device"}.get(kind, "device")
-    return noun if count == 1 else noun + "s"
+def unit_noun(kind):
+    """How to call units of a ``unit_kind`` in a sentence: GPUs, MIG devices, devices."""
+    return {"gpu": "GPUs", "mig": "MIG devices"}.get(kind, "devices")
 
 
 # What hold_summary keeps of each hold pod's evidence, in this order.
