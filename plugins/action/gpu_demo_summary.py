@@ -130,8 +130,7 @@ class ActionModule(ActionBase):
         except (TypeError, ValueError, KeyError, AttributeError) as error:
             raise AnsibleActionFail("cannot summarise the run: %s" % to_native(error))
         base = "gpu-demo-fleet-%s" % run_id
-        files = {"json": os.path.join(directory, base + ".json"), "markdown": os.path.join(directory, base + ".md"),
-                 "html": os.path.join(directory, base + ".html"), "junit": os.path.join(directory, base + ".junit.xml")}
+        names = {"json": base + ".json", "markdown": base + ".md", "html": base + ".html", "junit": base + ".junit.xml"}
         # The AWX job (one per slice of a sliced job), else this run: its set_stats keys are its own.
         job_id = args["job"] or run_id
         job = {"id": job_id, "verdicts_key": job_stat_key(job_id), "summary_key": job_stat_key(job_id, "gpu_demo_fleet_j")}
@@ -144,11 +143,11 @@ class ActionModule(ActionBase):
             return result
         try:
             planned = plan_files(directory, [
-                {"name": base + ".json", "content": render_json(summary)},
-                {"name": base + ".md", "content": fleet_markdown(summary)},
-                {"name": base + ".html", "content": fleet_html(summary)},
+                {"name": names["json"], "content": render_json(summary)},
+                {"name": names["markdown"], "content": fleet_markdown(summary)},
+                {"name": names["html"], "content": fleet_html(summary)},
                 # For CI systems: a test suite per node, a test case per check.
-                {"name": base + ".junit.xml", "content": junit_xml(summary, results)},
+                {"name": names["junit"], "content": junit_xml(summary, results)},
             ])
         except ReportFilesError as error:
             raise AnsibleActionFail(to_native(error))
@@ -164,5 +163,5 @@ class ActionModule(ActionBase):
                 write_atomically(path, data, FILE_MODE)
         except OSError as error:
             raise AnsibleActionFail("cannot write the run's summary in %s: %s" % (directory, to_native(error)))
-        result["files"] = files
+        result["files"] = dict((kind, os.path.join(directory, name)) for kind, name in names.items())
         return result

@@ -14,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import link_failed_checks
@@ -41,21 +43,29 @@ def _require_settings(name, required, settings):
         raise AnsibleFilterError("{0}: missing setting(s) {1}".format(name, ", ".join(missing)))
 
 
-def gpu_demo_timeline(wait_results, allocatable, units_by_pod, held_before=0, start=None, end=None, order=None):
-    """pod_wait results -> pod lanes and the node's free units over time (what the SVG draws)."""
-    try:
-        return demo_timeline(wait_results, allocatable, units_by_pod, held_before=held_before,
-                             start=start, end=end, order=order)
-    except (TypeError, ValueError, KeyError) as error:
-        raise AnsibleFilterError("gpu_demo_timeline: {0}".format(error)) from error
+def _refusing(name, *errors):
+    """A filter whose input errors (``errors``) are AnsibleFilterErrors that name it, so that a failed task says which
+    of the role's judgements refused what."""
+    def decorate(function):
+        @functools.wraps(function)
+        def refusing(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            except errors as error:
+                raise AnsibleFilterError("{0}: {1}".format(name, error)) from error
+        return refusing
+    return decorate
 
 
-def gpu_demo_evidence(log):
-    """A demo pod's log -> GPUs from nvidia-smi -L, NVIDIA_VISIBLE_DEVICES, memory per GPU."""
-    try:
-        return hold_evidence(log)
-    except (TypeError, ValueError) as error:
-        raise AnsibleFilterError("gpu_demo_evidence: {0}".format(error)) from error
+# pod_wait results -> pod lanes and the node's free units over time (what the SVG draws).
+gpu_demo_timeline = _refusing("gpu_demo_timeline", TypeError, ValueError, KeyError)(demo_timeline)
+# A demo pod's log -> GPUs from nvidia-smi -L, NVIDIA_VISIBLE_DEVICES, memory per GPU.
+gpu_demo_evidence = _refusing("gpu_demo_evidence", TypeError, ValueError)(hold_evidence)
+# ResourceClaims / ResourceClaimTemplates -> the names of those of the run (its labels, or owned by its pods).
+gpu_demo_run_claims = _refusing("gpu_demo_run_claims", TypeError, AttributeError)(run_objects)
+# A node's report ConfigMaps (listed by label) -> the names of the oldest, so that ``kept`` remain.
+gpu_demo_reports_to_prune = _refusing("gpu_demo_reports_to_prune",
+                                      ReportStoreError, TypeError, ValueError, AttributeError, KeyError)(to_prune)
 
 
 def gpu_demo_preflight(ledger_result, vllm_result, **settings):
@@ -81,17 +91,16 @@ PREFLIGHT_SETTINGS = ("node", "resource", "namespace", "pod_names", "hold_mode",
                       "allow_busy_node", "vllm_url", "vllm_require_healthy")
 
 
+@_refusing("gpu_demo_admission", TypeError, ValueError, KeyError, AttributeError)
 def gpu_demo_admission(dry_run_result, priority_class, create_priority_class):
     """The pre-flight's dry run (kubernetes.core.k8s in check mode) -> whether the PriorityClass is missing, the checks."""
     if not isinstance(dry_run_result, dict):
         raise AnsibleFilterError("gpu_demo_admission: expects the registered result of the pre-flight's kubernetes.core.k8s "
                                  "dry run (a dict)")
-    try:
-        return judge_admission(dry_run_result, priority_class, create_priority_class)
-    except (TypeError, ValueError, KeyError, AttributeError) as error:
-        raise AnsibleFilterError("gpu_demo_admission: {0}".format(error)) from error
+    return judge_admission(dry_run_result, priority_class, create_priority_class)
 
 
+@_refusing("gpu_demo_walk", TypeError, ValueError, KeyError, AttributeError)
 def gpu_demo_walk(waits, manifests, plan, hold_removal=None, phase=None, judged=None, **settings):
     """The walk's registered results -> each step's result, the hold's and the queue's evidence, the walk's checks;
     with ``phase``, that phase judged on top of ``judged`` (the judgement of the phases before it)."""
@@ -101,36 +110,23 @@ def gpu_demo_walk(waits, manifests, plan, hold_removal=None, phase=None, judged=
     if not all(isinstance(value, dict) for value in (waits, manifests, plan, hold_removal or {}, judged or {})):
         raise AnsibleFilterError("gpu_demo_walk: expects the walk's registered pod_wait results by step name, the rendered "
                                  "manifests, the pre-flight's plan and the hold's registered kubernetes.core.k8s deletion (dicts)")
-    try:
-        return judge_walk(waits, manifests, plan, settings, hold_removal, phase, judged)
-    except (TypeError, ValueError, KeyError, AttributeError) as error:
-        raise AnsibleFilterError("gpu_demo_walk: {0}".format(error)) from error
+    return judge_walk(waits, manifests, plan, settings, hold_removal, phase, judged)
 
 
 WALK_SETTINGS = ("node", "resource", "namespace", "queue_name")
 
 
+@_refusing("gpu_demo_cleanup", TypeError, ValueError, KeyError, AttributeError)
 def gpu_demo_cleanup(final_result, before, vllm_after, **settings):
     """The last delete's pod_wait result -> the node's after-state and the cleanup checks."""
     _require_settings("gpu_demo_cleanup", CLEANUP_SETTINGS, settings)
     if not all(isinstance(value, dict) for value in (final_result, before, vllm_after)):
         raise AnsibleFilterError("gpu_demo_cleanup: expects the last delete's registered pod_wait result, the pre-flight's "
                                  "before-state and the registered vllm_health result after the demo (dicts)")
-    try:
-        return judge_cleanup(final_result, before, vllm_after, settings)
-    except (TypeError, ValueError, KeyError, AttributeError) as error:
-        raise AnsibleFilterError("gpu_demo_cleanup: {0}".format(error)) from error
+    return judge_cleanup(final_result, before, vllm_after, settings)
 
 
 CLEANUP_SETTINGS = ("node", "resource", "run_id", "vllm_url")
-
-
-def gpu_demo_run_claims(objects, run_id, node, pod_uids):
-    """ResourceClaims / ResourceClaimTemplates -> the names of those of the run (its labels, or owned by its pods)."""
-    try:
-        return run_objects(objects, run_id, node, pod_uids)
-    except (TypeError, AttributeError) as error:
-        raise AnsibleFilterError("gpu_demo_run_claims: {0}".format(error)) from error
 
 
 def gpu_demo_fleet_verdicts(nodes, verdicts=None, hosts=None, max_age=86400, max_running=900, pods=None, slices=None):
@@ -175,20 +171,10 @@ def gpu_demo_run_id(given=None):
     return run_id(given)
 
 
+@_refusing("gpu_demo_report_configmap", ReportStoreError, TypeError, AttributeError)
 def gpu_demo_report_configmap(result, name, json_text, markdown_text, lang="en", written_at=""):
     """The run's result and its JSON and Markdown texts -> the ConfigMap that keeps them in the cluster."""
-    try:
-        return configmap(result, name, json_text, markdown_text, lang=lang, written_at=written_at)
-    except (ReportStoreError, TypeError, AttributeError) as error:
-        raise AnsibleFilterError("gpu_demo_report_configmap: {0}".format(error)) from error
-
-
-def gpu_demo_reports_to_prune(configmaps, kept, current=None):
-    """A node's report ConfigMaps (listed by label) -> the names of the oldest, so that ``kept`` remain."""
-    try:
-        return to_prune(configmaps, kept, current)
-    except (ReportStoreError, TypeError, ValueError, AttributeError, KeyError) as error:
-        raise AnsibleFilterError("gpu_demo_reports_to_prune: {0}".format(error)) from error
+    return configmap(result, name, json_text, markdown_text, lang=lang, written_at=written_at)
 
 
 class FilterModule(object):

@@ -24,8 +24,7 @@ description:
     the GPUs outside the scheduler's ledger when it was read; it links the node's own reports.
   - The HTML page is self-contained (inline CSS, SVG and a small inline script to sort and filter; it loads
     nothing). Every value that comes from the cluster is escaped.
-  - Runs in the controller's process, like M(gpuops.scheduling.report_files); in check mode nothing is written and
-    the summary is still returned.
+  - Runs in the controller's process, like M(gpuops.scheduling.report_files).
   - Used by C(playbooks/gpu_demo.yml) after every node has run; a play that includes the role on many nodes can
     add the same task (see the example), since the role leaves each node's result in its C(_gpu_demo_result) fact.
 author:

@@ -40,9 +40,6 @@ description:
   - With O(remove_taint) and a passed verdict, removes that taint (effect C(NoSchedule)) and no other, with a JSON patch
     that first tests the taint is still where it was read. A failed verdict leaves it. Never cordons, never touches
     another tool's taints, labels or conditions.
-  - O(state=access) writes nothing and asks the API server (SelfSubjectAccessReview) whether this identity may write a
-    verdict on the node; the pre-flight uses it to refuse a node before anything is created rather than fail after
-    the walk.
   - Kubernetes.core cannot write these, which is why this module exists; its modules patch no subresource (the
     condition lives in nodes/status) and their patches carry no field manager.
 author:
@@ -56,9 +53,10 @@ options:
     description:
       - V(running) marks a run on the node (condition V(Unknown), label V(running)); needs O(run_id).
       - V(verdict) writes the verdict of O(result).
-      - V(access) only asks whether this identity may write a verdict (RBAC C(get) and C(patch) on C(nodes),
-        C(patch) on C(nodes/status), C(create) on C(events.k8s.io) C(events) in namespace C(default)) and returns the
-        missing rules.
+      - V(access) writes nothing and asks the API server (SelfSubjectAccessReview) whether this identity may write a
+        verdict (RBAC C(get) and C(patch) on C(nodes), C(patch) on C(nodes/status), C(create) on C(events.k8s.io)
+        C(events) in namespace C(default)) and returns the missing rules; the pre-flight uses it to refuse a node before
+        anything is created rather than fail after the walk.
     type: str
     choices: [running, verdict, access]
     default: verdict

@@ -17,9 +17,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import calendar
 import json
-import time
+from collections import Counter
 
 try:
     from urllib.parse import quote
@@ -33,6 +32,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows i
     result_row,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import CONFIGMAP_REF, freshness
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import parse_time
 
 # A summary of the Nodes' verdicts says of each node whether its verdict still holds, in this order.
 FRESHNESS = ("fresh", "stale", "failed", "never", "running", "unreadable", "absent")
@@ -154,6 +154,9 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
     if mode not in MODES:
         raise ValueError("mode must be one of %s, not %r" % (", ".join(MODES), mode))
     results, failures, words = results or {}, failures or {}, _text(lang)
+    # A host of the inventory without a verdict comes with None (the summary action reads every host's facts).
+    verdicts = dict((host, result) for host, result in results.items() if isinstance(result, dict))
+    states = freshness(hosts or [], verdicts, not_run_reasons or {}) if mode == "verdicts" else {}
     rows, first_failed = [], None
     for host in hosts or []:
         reason = (not_run_reasons or {}).get(host)
@@ -164,22 +167,15 @@ def fleet_summary(hosts, results=None, failures=None, run_id="", mode="parallel"
         if row["status"] == "failed" and first_failed is None:
             first_failed = host
         row["report_configmap"] = row.get("report_configmap") or _configmap_ref((report_configmaps or {}).get(host))
+        row["freshness"] = states.get(host)
         rows.append(row)
-    # A host of the inventory without a verdict comes with None (the summary action reads every host's facts).
-    verdicts = dict((host, result) for host, result in results.items() if isinstance(result, dict))
-    states = freshness(hosts or [], verdicts, not_run_reasons or {}) if mode == "verdicts" else {}
-    for row in rows:
-        row["freshness"] = states.get(row["host"])
     rows.sort(key=_sort_key)
-    counts = dict((status, 0) for status in STATUSES)
-    for row in rows:
-        counts[row["status"]] += 1
+    counts = dict((status, sum(1 for row in rows if row["status"] == status)) for status in STATUSES)
     counts["nodes"] = len(rows)
     groups = {}
     for row in rows:
         if row["status"] == "failed":
-            key = (row["phase"], row["check"] or "")
-            groups.setdefault(key, []).append(row["host"])
+            groups.setdefault((row["phase"], row["check"] or ""), []).append(row["host"])
     by_check = [{"phase": phase, "check": check or None, "url": check_url(checks_url, check), "count": len(nodes), "nodes": nodes}
                 for (phase, check), nodes in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))]
     started = sorted(row["started_at"] for row in rows if row["started_at"])
@@ -212,10 +208,7 @@ LANES = (520, 16, 200)
 def _gpu_text(gpus):
     if not gpus:
         return None
-    names = {}
-    for gpu in gpus:
-        name = gpu.get("name") or "GPU"
-        names[name] = names.get(name, 0) + 1
+    names = Counter(gpu.get("name") or "GPU" for gpu in gpus)
     return ", ".join("%d × %s" % (count, name) for name, count in sorted(names.items()))
 
 
@@ -230,32 +223,6 @@ def _memory_text(memory, words):
         return words["not_read"]
     where = words["read_on_node"] if memory["source"] == "node" else words["read_in_hold"]
     return "%d MiB (%s)" % (memory["mib"], where)
-
-
-def _window_text(window):
-    return "%.2f s" % window["seconds"] if window and window.get("seconds") is not None else "-"
-
-
-def _allocation_text(allocation, words):
-    return words.get("allocation_" + allocation, allocation) if allocation else words["none"]
-
-
-def _epoch(iso):
-    """'2026-11-30T21:39:37Z' or with fractions -> epoch seconds (None when unreadable)."""
-    if not iso:
-        return None
-    text = str(iso).rstrip("Z")
-    fraction = 0.0
-    if "." in text:
-        text, digits = text.split(".", 1)
-        try:
-            fraction = float("0." + "".join(ch for ch in digits if ch.isdigit()) or "0")
-        except ValueError:
-            fraction = 0.0
-    try:
-        return calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")) + fraction
-    except ValueError:
-        return None
 
 
 def _status_bar(counts, words):
@@ -276,7 +243,7 @@ def _status_bar(counts, words):
 def _window_bar(row, run_start, run_span):
     """A node's run and its occupied window on the run's common time axis (where a node's GPUs were held)."""
     width, _height = WINDOW_BAR
-    started = _epoch(row["started_at"])
+    started = parse_time(row["started_at"])
     if started is None or run_span <= 0:
         return None
     scale = width / run_span
@@ -284,7 +251,7 @@ def _window_bar(row, run_start, run_span):
                        "width": "%.1f" % max((row["total_seconds"] or 0) * scale, 1.0)}, "window": None}
     window = row["window"]
     if window and window.get("start") and window.get("end"):
-        start, end = _epoch(window["start"]), _epoch(window["end"])
+        start, end = parse_time(window["start"]), parse_time(window["end"])
         if start is not None and end is not None:
             drawing["window"] = {"x": "%.1f" % ((start - run_start) * scale), "width": "%.1f" % max((end - start) * scale, 1.0)}
     return drawing
@@ -335,7 +302,7 @@ def _verdict(summary, words):
 
 
 def _row_view(index, row, words, lang, run_start, run_span):
-    gpus, memory, window = row["gpus"], row["memory_outside_ledger"], row["window"]
+    gpus, memory, window, allocation = row["gpus"], row["memory_outside_ledger"], row["window"], row["allocation"]
     return {
         "anchor": "node-%d" % index, "host": row["host"], "node": row["node"] if row["node"] != row["host"] else None,
         "status": row["status"], "status_text": words[row["status"]], "status_rank": STATUSES.index(row["status"]),
@@ -347,8 +314,10 @@ def _row_view(index, row, words, lang, run_start, run_span):
         "check": row["check"], "check_url": row["check_url"], "reason": row["reason"],
         "units": None if row["units"] is None else int(row["units"]),
         "gpus": _gpu_text(gpus), "gpu_uuids": " ".join(gpu["uuid"] or "" for gpu in gpus) or None,
-        "allocation": row["allocation"], "allocation_text": _allocation_text(row["allocation"], words),
-        "window": _window_text(window), "window_seconds": None if not window else window.get("seconds"),
+        "allocation": allocation,
+        "allocation_text": words.get("allocation_" + allocation, allocation) if allocation else words["none"],
+        "window": "%.2f s" % window["seconds"] if window and window.get("seconds") is not None else "-",
+        "window_seconds": None if not window else window.get("seconds"),
         "window_bar": _window_bar(row, run_start, run_span),
         "vllm": _vllm_text(row["vllm"], words),
         "memory": "-" if memory is None else "%d MiB" % memory["mib"], "memory_mib": None if memory is None else memory["mib"],
@@ -377,7 +346,7 @@ def page(summary):
     formatted, every drawing's geometry; the templates only place it (and escape it, in HTML)."""
     lang = summary["lang"]
     words, counts, rows = _text(lang), summary["counts"], summary["rows"]
-    starts = [(_epoch(row["started_at"]), row["total_seconds"] or 0) for row in rows if row["started_at"]]
+    starts = [(parse_time(row["started_at"]), row["total_seconds"] or 0) for row in rows if row["started_at"]]
     starts = [(start, total) for start, total in starts if start is not None]
     run_start = min(start for start, _total in starts) if starts else 0.0
     run_span = max(start + total for start, total in starts) - run_start if starts else 0.0

@@ -14,8 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import calendar
-import time
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import parse_iso
 
 PREFIX = "gpuops_gpu_preflight_"
 NODE_METRICS = (
@@ -26,13 +25,6 @@ NODE_METRICS = (
     ("failed_checks", "gauge", "How many checks the node's last GPU pre-flight failed."),
 )
 OUTCOMES = ("passed", "failed", "not_run", "checked")
-
-
-def _epoch(text):
-    try:
-        return float(calendar.timegm(time.strptime((text or "")[:19], "%Y-%m-%dT%H:%M:%S")))
-    except ValueError:
-        return None
 
 
 def _escape(value):
@@ -47,7 +39,7 @@ def node_samples(row, previous_success=None):
     """A summary row -> {metric: value} for a node that was tested (passed or failed), else {}."""
     if row.get("status") not in ("passed", "failed"):
         return {}
-    started = _epoch(row.get("started_at"))
+    started = parse_iso(row.get("started_at"))
     ended = started + float(row.get("total_seconds") or 0) if started is not None else None
     window = row.get("window") or {}
     samples = {"passed": 1.0 if row["status"] == "passed" else 0.0, "last_run_end_timestamp_seconds": ended,

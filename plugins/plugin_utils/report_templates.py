@@ -21,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import functools
 import json
 import os
 import posixpath
@@ -127,6 +128,8 @@ def _finalize(value):
     return "" if value is None else value
 
 
+# One environment per process: it caches the templates it has compiled.
+@functools.lru_cache(maxsize=None)
 def _environment():
     environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=lambda name: (name or "").endswith(ESCAPED),
                               undefined=ReportUndefined, trim_blocks=True, keep_trailing_newline=True,
@@ -136,14 +139,9 @@ def _environment():
     return environment
 
 
-_ENVIRONMENT = []
-
-
 def render(name, **data):
     """The text of template ``name`` with ``data`` (made plain) as its variables."""
-    if not _ENVIRONMENT:
-        _ENVIRONMENT.append(_environment())
-    return _ENVIRONMENT[0].get_template(name).render(**plain(data))
+    return _environment().get_template(name).render(**plain(data))
 
 
 def fleet_markdown(summary):

@@ -23,9 +23,6 @@ __metaclass__ = type
 # page's name; the role's gpu_demo_checks_url and the summary's checks_url default to it (a unit test keeps them equal).
 CHECKS_URL = "https://example.invalid/gpuops/scheduling/blob/main/docs/checks.md"
 
-# The order a run goes through.
-PHASES = ("preflight", "hold", "queue", "release", "cleanup")
-
 # (id, phase, title), in the order a run reports them.
 CHECKS = (
     ("node_name_valid", "preflight", "The node name is a valid Kubernetes node name that fits in a label value."),

@@ -77,10 +77,8 @@ def _memory_outside_ledger(result):
     demo held). None when neither was read."""
     audit = result.get("node_processes") or {}
     if audit.get("gpus"):
-        total = 0
-        for gpu in audit["gpus"]:
-            memory = gpu.get("memory_bytes") or {}
-            total += sum(int(memory.get(key) or 0) for key in ("out_of_ledger_pod", "host", "unidentified"))
+        total = sum(int((gpu.get("memory_bytes") or {}).get(key) or 0)
+                    for gpu in audit["gpus"] for key in ("out_of_ledger_pod", "host", "unidentified"))
         return {"bytes": total, "mib": total // MIB, "source": "node"}
     rows = (result.get("hold") or {}).get("memory") or []
     used = [row.get("used_bytes") for row in rows if isinstance(row.get("used_bytes"), int)]
@@ -148,8 +146,7 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHEC
            "units": None, "gpus": [], "window": None,
            "vllm": {"checked": False, "before": None, "after": None, "healthy_before": None, "healthy_after": None},
            "memory_outside_ledger": None, "started_at": None, "total_seconds": None, "reports": {}, "checks": [],
-           "steps": [], "timeline": None, "gate": None}
-    row["report_configmap"] = None
+           "steps": [], "timeline": None, "gate": None, "report_configmap": None}
     if isinstance(result, dict) and result:
         # A check not judged (passed None) follows from the failed one: it is no failure of its own.
         failed = [check for check in result.get("checks") or [] if check.get("passed") is False]

@@ -37,9 +37,9 @@ REPORT_ANNOTATION = "gpuops.scheduling/gpu-preflight-report"
 REPORT_CONFIGMAP_ANNOTATION = "gpuops.scheduling/gpu-preflight-report-configmap"
 # kubectl get node --show-managed-fields shows who wrote what.
 FIELD_MANAGER = "gpuops.scheduling"
-GATE_TAINT_KEY = "gpuops.scheduling/gpu-preflight-pending"
 GATE_TAINT_EFFECT = "NoSchedule"
-STATES = ("running", "passed", "failed")
+# The condition's status for each state a verdict can be in.
+CONDITION_STATUS = {"running": "Unknown", "passed": "True", "failed": "False"}
 VERSION = 1
 
 # One CamelCase reason per phase a run can fail in (the condition's reason, for people and for rules).
@@ -296,7 +296,7 @@ def message(verdict):
 
 def condition(verdict, previous=None, now=None):
     """The Node condition for a verdict. lastTransitionTime moves only when the status changes (API conventions)."""
-    status = {"running": "Unknown", "passed": "True", "failed": "False"}[verdict["state"]]
+    status = CONDITION_STATUS[verdict["state"]]
     stamp = utc_iso(now if now is not None else time.time())
     transition = stamp
     if isinstance(previous, dict) and previous.get("status") == status and previous.get("lastTransitionTime"):
@@ -324,11 +324,9 @@ def node_writes(verdict, node, now=None):
     }
 
 
-def find_condition(node, kind=CONDITION_TYPE):
-    for entry in ((node or {}).get("status") or {}).get("conditions") or []:
-        if entry.get("type") == kind:
-            return entry
-    return None
+def find_condition(node):
+    conditions = ((node or {}).get("status") or {}).get("conditions") or []
+    return next((entry for entry in conditions if entry.get("type") == CONDITION_TYPE), None)
 
 
 def read_verdict(node):
@@ -347,9 +345,8 @@ def read_verdict(node):
         verdict = json.loads(text) if text is not None else None
     except ValueError:
         verdict = None
-    expected = {"running": "Unknown", "passed": "True", "failed": "False"}
-    if (not isinstance(verdict, dict) or verdict.get("state") not in STATES or label != verdict["state"]
-            or found is None or found.get("status") != expected[verdict["state"]]):
+    if (not isinstance(verdict, dict) or verdict.get("state") not in CONDITION_STATUS or label != verdict["state"]
+            or found is None or found.get("status") != CONDITION_STATUS[verdict["state"]]):
         return {"state": "unreadable", "node": metadata.get("name"), "label": label,
                 "condition": {key: (found or {}).get(key) for key in ("status", "reason", "message")}}
     verdict = dict(verdict, node=metadata.get("name") or verdict.get("node"))
@@ -391,25 +388,19 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
     result.
     """
     now = time.time() if now is None else now
-    found, objects = {}, {}
-    for node in nodes or []:
-        name = ((node.get("metadata") or {}).get("name"))
-        if name:
-            found[name] = read_verdict(node)
-            objects[name] = node
-    handed = dict(verdicts or {})
+    objects = {node["metadata"]["name"]: node for node in nodes or [] if (node.get("metadata") or {}).get("name")}
+    found = {name: read_verdict(node) for name, node in objects.items()}
+    handed = verdicts or {}
     names = sorted(set(found) | set(handed) | set(hosts or []))
     results, reasons = {}, {}
     for name in names:
-        if name in found and found[name] is not None:
-            verdict = found[name]
-        elif name in handed and isinstance(handed[name], dict):
+        verdict = found.get(name)
+        if verdict is None and isinstance(handed.get(name), dict):
             verdict = handed[name]
-        else:
-            if nodes is not None and name not in found:
-                reasons[name] = "no node {0} in the cluster".format(name)
-            else:
-                reasons[name] = "never pre-flighted: node {0} has no verdict".format(name)
+        if verdict is None:
+            absent = nodes is not None and name not in found
+            reasons[name] = ("no node {0} in the cluster" if absent
+                             else "never pre-flighted: node {0} has no verdict").format(name)
             continue
         state = verdict.get("state")
         at = parse_iso(verdict.get("at"))

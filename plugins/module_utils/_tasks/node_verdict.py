@@ -101,12 +101,10 @@ class NodeVerdict:
                 raise
 
     def may_write(self):
-        answers = []
         with explain_api_errors("ask whether this identity may write a verdict on node {0} (SelfSubjectAccessReview)"
                                 .format(self.node), self.host):
-            for review in access_reviews(self.node):
-                answers.append(json.loads(self.api.create_self_subject_access_review(review).data))
-        return missing_rules(answers)
+            return missing_rules([json.loads(self.api.create_self_subject_access_review(review).data)
+                                  for review in access_reviews(self.node)])
 
     def pods(self):
         """The pods on the node (the device plugin's among them), as kubectl describe node reads them."""

@@ -18,8 +18,7 @@ driver's DRAResourceHealth service last said, and Unknown when it says nothing (
 than the health check timeout). Older kubelets, or the gate off, write nothing at all, nor does the v1.36 kubelet for
 a claim the scheduler made for a plain extended-resource request: that is said, not failed.
 
-Plain dicts in, data out: a pod as pod_wait returns it (``containers[].allocated_resources_status``) or as the API does
-(``status.containerStatuses[].allocatedResourcesStatus``).
+Plain dicts in, data out: a pod as pod_wait returns it (``containers[].allocated_resources_status``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -55,21 +54,13 @@ def device_name(resource, resource_id):
     return resource_id.rsplit("/", 1)[-1]
 
 
-def _statuses(pod):
-    """[(container, allocatedResourcesStatus or None)] of a pod, from pod_wait's summary or from the API's Pod."""
-    if "containers" in pod:
-        return [(item.get("name"), item.get("allocated_resources_status")) for item in pod.get("containers") or []]
-    status = pod.get("status") or {}
-    return [(item.get("name"), item.get("allocatedResourcesStatus")) for item in status.get("containerStatuses") or []]
-
-
 def pod_device_health(pod):
     """One pod -> {pod, reported, devices: [{container, resource, device, resource_id, health, message}]}.
 
     ``reported`` is false when no container of the pod has the field at all (the kubelet does not write it)."""
-    name = pod.get("name") or (pod.get("metadata") or {}).get("name")
     reported, devices = False, []
-    for container, statuses in _statuses(pod):
+    for container in pod.get("containers") or []:
+        statuses = container.get("allocated_resources_status")
         if statuses is None:
             continue
         reported = True
@@ -77,12 +68,12 @@ def pod_device_health(pod):
             resource = status.get("name")
             for entry in status.get("resources") or []:
                 devices.append({
-                    "container": container, "resource": resource,
+                    "container": container.get("name"), "resource": resource,
                     "device": device_name(resource, entry.get("resourceID")), "resource_id": entry.get("resourceID"),
                     # An empty health is Unknown, as the API documents it.
                     "health": entry.get("health") or UNKNOWN, "message": entry.get("message"),
                 })
-    return {"pod": name, "reported": reported, "devices": devices}
+    return {"pod": pod.get("name"), "reported": reported, "devices": devices}
 
 
 def pods_device_health(snapshots, names):
@@ -93,7 +84,7 @@ def pods_device_health(snapshots, names):
     merged = {}
     for pods in snapshots:
         for pod in pods or []:
-            name = pod.get("name") or (pod.get("metadata") or {}).get("name")
+            name = pod.get("name")
             if name not in names or pod.get("exists") is False:
                 continue
             seen = pod_device_health(pod)

@@ -49,11 +49,7 @@ def pod_ids(pods):
 
 def unique(values):
     """The values in the order first seen, each once."""
-    seen = []
-    for value in values:
-        if value not in seen:
-            seen.append(value)
-    return seen
+    return list(dict.fromkeys(values))
 
 
 def joined(values, empty):

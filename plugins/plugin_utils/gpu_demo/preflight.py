@@ -219,19 +219,19 @@ def judge_node(ledger_result, vllm_result, settings):
     if wanted not in ALLOCATIONS:
         checks.append(check("allocation_valid", False,
                             "gpu_demo_allocation is {0!r}: it must be one of {1}".format(wanted, ", ".join(ALLOCATIONS))))
+    unit = "device" if held_phrases is not None else "unit"
     # A node that cannot be read gets one clear reason, not every check failing after it.
     if advertised:
         ready, cordoned = bool(node.get("ready", False)), bool(node.get("unschedulable", False))
-        units = "device(s)" if held_phrases is not None else "unit(s)"
         if held_by_others == 0:
             busy = "no other pod holds " + resource_name
         else:
             busy = ("; ".join(held_phrases) if held_phrases is not None else "{0} unit(s) held by {1}".format(
                 held_by_others, ", ".join(pod_ids(others)))) + (
-                "; allowed by gpu_demo_allow_busy_node, the hold takes the {0} free {1}".format(free_for_demo, units)
+                "; allowed by gpu_demo_allow_busy_node, the hold takes the {0} free {1}(s)".format(free_for_demo, unit)
                 if allow_busy else "; refusing a busy node (gpu_demo_allow_busy_node=false): wait for them to end, or set "
-                "gpu_demo_allow_busy_node=true to hold only the free {0} (kubectl get pods -A --field-selector "
-                "spec.nodeName={1})".format(units.replace("(s)", "s"), node_name))
+                "gpu_demo_allow_busy_node=true to hold only the free {0}s (kubectl get pods -A --field-selector "
+                "spec.nodeName={1})".format(unit, node_name))
         allocatable_text = allocatable_detail(node_name, resource_name, resource.get("capacity", 0), allocatable, labels,
                                               operator_namespace)
         if dra:
@@ -256,7 +256,6 @@ def judge_node(ledger_result, vllm_result, settings):
             checks.append(extended_resource_check(resource, resource_name, settings.get("extended_resource") or "nvidia.com/gpu",
                                                   settings.get("dra_request", "claim")))
     if allow_busy:
-        unit = "device" if held_phrases is not None else "unit"
         checks.append(check("free_units", free_for_demo > 0,
                             "{0} free {1}(s) of {2} to hold{3}".format(
                                 free_for_demo, unit, resource_name, "" if free_for_demo > 0 else
@@ -333,11 +332,8 @@ def tolerates(toleration, taint):
     if toleration.get("key") and toleration["key"] != taint.get("key"):
         return False
     operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
+    same_value = (toleration.get("value") or "") == (taint.get("value") or "")
+    return operator == "Exists" or (operator == "Equal" and same_value)
 
 
 def untolerated_taints(taints, tolerations):

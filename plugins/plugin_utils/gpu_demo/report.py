@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from collections import Counter
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._node.nvidia_smi import (
     DEVICE_LIST_ROOT,
@@ -57,9 +58,7 @@ def hold_evidence(log):
     if not isinstance(text, str):
         raise TypeError("a pod log must be a string, not {0}".format(type(text).__name__))
     gpus = parse_gpu_list(text)
-    uuids = [gpu["uuid"] for gpu in gpus]
-    for gpu in gpus:
-        uuids.extend(mig["uuid"] for mig in gpu["mig_devices"])
+    uuids = [gpu["uuid"] for gpu in gpus] + [mig["uuid"] for gpu in gpus for mig in gpu["mig_devices"]]
     visible = visible_devices_from_env(text)
     memory_lines = "\n".join(line for line in text.splitlines() if _MEMORY_ROW.match(line))
     memory = []
@@ -171,10 +170,14 @@ def unit_kind(units):
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-def unit_noun(kind, count=2):
-    """How to call ``count`` units of a ``unit_kind`` in a sentence: GPU(s), MIG device(s), device(s)."""
-    noun = {"gpu": "GPU", "mig": "MIG device"}.get(kind, "device")
-    return noun if count == 1 else noun + "s"
+def unit_noun(kind):
+    """How to call units of a ``unit_kind`` in a sentence: GPUs, MIG devices, devices."""
+    return {"gpu": "GPUs", "mig": "MIG devices"}.get(kind, "devices")
+
+
+# What hold_summary keeps of each hold pod's evidence, in this order.
+POD_EVIDENCE = ("gpus", "gpu_names", "unit_uuids", "unit_kind", "visible_devices", "device_list", "handover", "named",
+                "corroborated", "memory")
 
 
 def hold_summary(pods, units_by_pod, replicas=1):
@@ -187,7 +190,7 @@ def hold_summary(pods, units_by_pod, replicas=1):
     once (see hold_evidence), ``unit_kind`` their kind.
     """
     replicas = max(1, int(replicas or 1))
-    entries, every_unit, memory, seen_memory, distinct_units = [], [], [], set(), {}
+    entries, every_unit, memory, distinct_units = [], [], {}, {}
     for pod in pods or []:
         if pod.get("name") not in (units_by_pod or {}):
             continue
@@ -197,29 +200,13 @@ def hold_summary(pods, units_by_pod, replicas=1):
         for unit in evidence["units"]:
             distinct_units.setdefault(unit["uuid"], unit)
         for row in evidence["memory"]:
-            if row["uuid"] not in seen_memory:
-                seen_memory.add(row["uuid"])
-                memory.append(row)
-        entries.append({
-            "name": pod["name"],
-            "node": pod.get("node_name"),
-            "phase": pod.get("phase"),
-            "requested": int(units_by_pod[pod["name"]]),
-            "gpus": evidence["gpus"],
-            "gpu_names": evidence["gpu_names"],
-            "unit_uuids": units,
-            "unit_kind": evidence["unit_kind"],
-            "visible_devices": evidence["visible_devices"],
-            "device_list": evidence["device_list"],
-            "handover": evidence["handover"],
-            "named": evidence["named"],
-            "corroborated": evidence["corroborated"],
-            "memory": evidence["memory"],
-            "sees_its_units": len(units) == int(units_by_pod[pod["name"]]),
-        })
-    shares = {}
-    for uuid in every_unit:
-        shares[uuid] = shares.get(uuid, 0) + 1
+            memory.setdefault(row["uuid"], row)
+        entry = {"name": pod["name"], "node": pod.get("node_name"), "phase": pod.get("phase"),
+                 "requested": int(units_by_pod[pod["name"]])}
+        entry.update((key, evidence[key]) for key in POD_EVIDENCE)
+        entry["sees_its_units"] = len(units) == entry["requested"]
+        entries.append(entry)
+    shares = Counter(every_unit)
     expected = sum(int(value) for value in (units_by_pod or {}).values())
     return {
         "pods": entries,
@@ -238,7 +225,7 @@ def hold_summary(pods, units_by_pod, replicas=1):
         "handover_text": {lang: handover_text(sorted({entry["handover"] for entry in entries}), lang) for lang in HANDOVER_WORDS},
         "shared": sorted(uuid for uuid, count in shares.items() if count > replicas),
         "corroborated": all(entry["corroborated"] is not False for entry in entries),
-        "memory": memory,
+        "memory": list(memory.values()),
     }
 
 
@@ -265,12 +252,11 @@ def free_units_timeline(transitions, allocatable, units_by_pod, held_before=0):
                      | {end for _start, end, _units, _pod in intervals if end is not None})
     steps = []
     for moment in moments:
-        holders = sorted(pod for start, end, _units, pod in intervals
-                         if start <= moment and (end is None or end > moment))
-        used = sum(units for start, end, units, _pod in intervals
-                   if start <= moment and (end is None or end > moment))
-        steps.append({"at": moment, "at_iso": iso(moment), "free": int(allocatable) - int(held_before) - used,
-                      "holders": holders})
+        held = [(units, pod) for start, end, units, pod in intervals
+                if start <= moment and (end is None or end > moment)]
+        steps.append({"at": moment, "at_iso": iso(moment),
+                      "free": int(allocatable) - int(held_before) - sum(units for units, _pod in held),
+                      "holders": sorted(pod for _units, pod in held)})
     return steps
 
 
@@ -304,7 +290,6 @@ def pod_lanes(transitions, start, end, order=None):
         marks = sorted((times[key], rank, state) for rank, (key, state) in enumerate(_LANE_STATES)
                        if times.get(key) is not None)
         marks = [(moment, state) for moment, _rank, state in marks]
-        # A pod scheduled at once was never unschedulable; keep the state order the pod lived.
         finish = times.get("deleted", end)
         segments = []
         for index, (moment, state) in enumerate(marks):

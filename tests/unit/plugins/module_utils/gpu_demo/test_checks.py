@@ -7,9 +7,11 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import checks
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS, PHASES, UnknownCheck, check
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS, UnknownCheck, check
 
 CHECKOUT = Path(__file__).resolve().parents[5]
+# The phases a check belongs to, in the order a run goes through.
+PHASES = ("preflight", "hold", "queue", "release", "cleanup")
 
 
 def python_reports(root=CHECKOUT / "plugins"):

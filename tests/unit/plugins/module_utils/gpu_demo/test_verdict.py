@@ -19,6 +19,8 @@ FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
 NOT_READY = json.loads((FIXTURES / "gpu-a4-not-ready.json").read_text())
 NOW = 1764580000   # 2025-12-01T09:06:40Z
+# The role's default startup taint (gpu_demo_gate_taint_key).
+GATE_TAINT_KEY = "gpuops.scheduling/gpu-preflight-pending"
 
 
 def wrong_gpu():
@@ -249,14 +251,14 @@ def test_verdicts_handed_by_jobs_count_when_the_cluster_cannot_be_read():
 
 
 def test_the_taint_patch_removes_ours_only_and_tests_it_first():
-    ours = {"key": verdict.GATE_TAINT_KEY, "effect": "NoSchedule"}
+    ours = {"key": GATE_TAINT_KEY, "effect": "NoSchedule"}
     theirs = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
-              {"key": verdict.GATE_TAINT_KEY, "effect": "NoExecute"}]
+              {"key": GATE_TAINT_KEY, "effect": "NoExecute"}]
     node = {"spec": {"taints": theirs[:1] + [ours] + theirs[1:]}}
-    assert verdict.taint_removal(node, verdict.GATE_TAINT_KEY) == [
+    assert verdict.taint_removal(node, GATE_TAINT_KEY) == [
         {"op": "test", "path": "/spec/taints/1", "value": ours}, {"op": "remove", "path": "/spec/taints/1"}]
-    assert verdict.taint_removal({"spec": {"taints": theirs}}, verdict.GATE_TAINT_KEY) is None
-    assert verdict.taint_removal({"spec": {}}, verdict.GATE_TAINT_KEY) is None
+    assert verdict.taint_removal({"spec": {"taints": theirs}}, GATE_TAINT_KEY) is None
+    assert verdict.taint_removal({"spec": {}}, GATE_TAINT_KEY) is None
 
 
 def test_job_keys_are_identifiers_of_their_own():
