@@ -22,16 +22,14 @@ The API names pods by namespace and name but not UID; the checkpoint the other w
 allocation carries what its source knows and ``None`` for the rest; the reconciliation joins them.
 
 No generated protobuf code, so nothing needs protoc or the protobuf package: grpcio's generic API
-(``channel.unary_unary(path, request_serializer=...)``) carries bytes: the small wire-format codec below
-writes the requests and reads the answers (the kubelet's half, for tests, is tests/unit/kubelet_pod_resources.py). Field numbers
-(k8s.io/kubelet/pkg/apis/podresources/v1/api.proto)::
+(``channel.unary_unary(path)``) carries bytes. Both requests are empty messages (zero bytes); the small
+wire-format decoder below reads the answers (the kubelet's half, for tests, is tests/unit/kubelet_pod_resources.py).
+Field numbers (k8s.io/kubelet/pkg/apis/podresources/v1/api.proto)::
 
     ListPodResourcesRequest      {}
     ListPodResourcesResponse     { repeated PodResources pod_resources = 1; }
     AllocatableResourcesRequest  {}
     AllocatableResourcesResponse { repeated ContainerDevices devices = 1; repeated int64 cpu_ids = 2; ... }
-    GetPodResourcesRequest       { string pod_name = 1; string pod_namespace = 2; }
-    GetPodResourcesResponse      { PodResources pod_resources = 1; }
     PodResources                 { string name = 1; string namespace = 2; repeated ContainerResources containers = 3; }
     ContainerResources           { string name = 1; repeated ContainerDevices devices = 2; ... }
     ContainerDevices             { string resource_name = 1; repeated string device_ids = 2; TopologyInfo topology = 3; }
@@ -54,13 +52,11 @@ SOURCE_NONE = "none"
 SERVICE = "v1.PodResourcesLister"
 LIST = "List"
 ALLOCATABLE = "GetAllocatableResources"
-GET = "Get"
 
 # Why a kubelet answers UNIMPLEMENTED (or "disabled") for a method: it predates it or a feature gate is off.
 _MISSING_METHOD = {
     LIST: "the v1 API came in Kubernetes 1.20",
     ALLOCATABLE: "it came in Kubernetes 1.21 behind the KubeletPodResourcesGetAllocatable feature gate, on by default since 1.23",
-    GET: "it came in Kubernetes 1.27 behind the KubeletPodResourcesGet feature gate, on by default since 1.34",
 }
 
 
@@ -69,44 +65,11 @@ class PodResourcesError(Exception):
 
 
 # ---------------------------------------------------------------------------------------------
-# Protobuf wire format: writing
+# Protobuf wire format
 # ---------------------------------------------------------------------------------------------
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LENGTH, _WIRE_FIXED32 = 0, 1, 2, 5
 
 
-def _varint(value):
-    if value < 0:
-        value += 1 << 64  # a negative int64 is its 64-bit two's complement, ten bytes long
-    encoded = bytearray()
-    while value > 0x7F:
-        encoded.append((value & 0x7F) | 0x80)
-        value >>= 7
-    encoded.append(value)
-    return bytes(encoded)
-
-
-def _bytes_field(number, payload):
-    return _varint(number << 3 | _WIRE_LENGTH) + _varint(len(payload)) + payload
-
-
-def _string_field(number, text):
-    # proto3 leaves out a string equal to its default ("").
-    return _bytes_field(number, text.encode("utf-8")) if text else b""
-
-
-def encode_empty_request(_request=None):
-    """ListPodResourcesRequest and AllocatableResourcesRequest have no fields: zero bytes."""
-    return b""
-
-
-def encode_get_request(request):
-    """``{pod_namespace, pod_name}`` -> GetPodResourcesRequest."""
-    return _string_field(1, request.get("pod_name")) + _string_field(2, request.get("pod_namespace"))
-
-
-# ---------------------------------------------------------------------------------------------
-# Protobuf wire format: reading
-# ---------------------------------------------------------------------------------------------
 def _read_varint(data, offset):
     result = shift = 0
     while True:
@@ -199,11 +162,6 @@ def decode_list_response(data):
     return [allocation for number, pod in _fields(data) if number == 1 for allocation in _decode_pod(pod)]
 
 
-def decode_get_response(data):
-    """GetPodResourcesResponse -> the pod's allocations."""
-    return decode_list_response(data)  # the same field number and message as List's
-
-
 def decode_allocatable_response(data):
     """AllocatableResourcesResponse -> ``{resource_name: [device IDs]}``.
 
@@ -254,28 +212,25 @@ class PodResourcesClient:
         self._channel = self._grpc.insecure_channel("unix:" + self.socket_path)
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *_exc_info):
         self._channel.close()
         self._channel = None
 
     def list(self):
         """Every pod's device allocations (``List``)."""
-        return self._call(LIST, encode_empty_request, None, decode_list_response)
+        return self._call(LIST, decode_list_response)
 
     def allocatable(self):
         """``{resource_name: [device IDs]}`` the kubelet can allocate (``GetAllocatableResources``)."""
-        return self._call(ALLOCATABLE, encode_empty_request, None, decode_allocatable_response)
+        return self._call(ALLOCATABLE, decode_allocatable_response)
 
-    def get(self, namespace, name):
-        """One pod's device allocations (``Get``)."""
-        return self._call(GET, encode_get_request, {"pod_namespace": namespace, "pod_name": name}, decode_get_response)
-
-    def _call(self, method, encode, request, decode):
-        # No response_deserializer: the bytes are decoded after the call, so a malformed answer is
-        # reported as such rather than as grpcio's "Exception deserializing response!".
-        call = self._channel.unary_unary("/%s/%s" % (SERVICE, method), request_serializer=encode)
+    def _call(self, method, decode):
+        # No serializers: both requests are empty messages, zero bytes sent as they are, and the answer is
+        # decoded after the call, so a malformed one is reported as such rather than as grpcio's
+        # "Exception deserializing response!".
+        call = self._channel.unary_unary("/%s/%s" % (SERVICE, method))
         try:
-            answer = call(request, timeout=self.timeout)
+            answer = call(b"", timeout=self.timeout)
         except self._grpc.RpcError as exc:
             raise self._error(method, exc)
         try:
@@ -289,8 +244,8 @@ class PodResourcesClient:
         details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
         where = "the kubelet's PodResources socket %s" % self.socket_path
         code_name = getattr(code, "name", code)
-        # A kubelet whose feature gate for the method is off answers UNKNOWN "PodResources API Get
-        # method disabled" (pkg/kubelet/apis/podresources/server_v1.go).
+        # A kubelet whose feature gate for the method is off answers UNKNOWN "PodResources API
+        # GetAllocatableResources disabled" (pkg/kubelet/apis/podresources/server_v1.go).
         if code == status.UNIMPLEMENTED or (details or "").startswith("PodResources API") and (details or "").endswith("disabled"):
             return PodResourcesError(
                 "%s does not serve %s (%s: %s): %s" % (where, method, code_name, details, _MISSING_METHOD[method])
