@@ -93,25 +93,19 @@ def _pod_identity(path):
     segments = [segment for segment in path.split("/") if segment]
     for position, segment in enumerate(segments):
         systemd = _SYSTEMD_POD.match(segment)
-        cgroupfs = _CGROUPFS_POD.match(segment) if not systemd else None
-        if cgroupfs and "kubepods" not in "/".join(segments[:position]):
-            continue  # a "pod<hex>" directory outside the kubelet's tree is not a pod
-        match = systemd or cgroupfs
-        if not match:
-            continue
+        cgroupfs = _CGROUPFS_POD.match(segment)
         if systemd:
             qos = systemd.group("qos") or "guaranteed"
-        else:
-            parent = segments[position - 1] if position else ""
+        elif cgroupfs and "kubepods" in "/".join(segments[:position]):
+            parent = segments[position - 1]
             qos = parent if parent in ("besteffort", "burstable") else "guaranteed"
-        container_id, runtime = None, None
-        if position + 1 < len(segments):
-            container = _container_segment(segments[position + 1])
-            if container:
-                container_id, runtime = container
+        else:
+            continue  # a "pod<hex>" directory outside the kubelet's tree is not a pod either
+        following = segments[position + 1] if position + 1 < len(segments) else ""
+        container_id, runtime = _container_segment(following) or (None, None)
         return {
             "kind": KIND_POD,
-            "pod_uid": match.group("uid").replace("_", "-"),
+            "pod_uid": (systemd or cgroupfs).group("uid").replace("_", "-"),
             "container_id": container_id,
             "runtime": runtime,
             "qos_class": qos,
@@ -131,13 +125,10 @@ def _container_segment(segment):
 def _plain_container(path):
     segments = [segment for segment in path.split("/") if segment]
     for position, segment in enumerate(segments):
-        container = _container_segment(segment)
-        if not container:
-            continue
-        if container[1] is not None:
-            return container
-        if position and segments[position - 1] == _PLAIN_DOCKER_PARENT:
-            return container[0], "docker"
+        container_id, runtime = _container_segment(segment) or (None, None)
+        # A bare ID says its runtime only under Docker's cgroupfs parent.
+        if runtime or (container_id and position and segments[position - 1] == _PLAIN_DOCKER_PARENT):
+            return container_id, runtime or "docker"
     return None
 
 
@@ -248,12 +239,10 @@ def _same_process(reported_name, comm, argv0, exe):
     """
     reported = reported_name.strip()
     candidates = {_basename(reported), _basename(reported.split()[0])} if reported else set()
-    for candidate in candidates:
-        if comm and (candidate == comm or candidate[:15] == comm):
-            return True
-        if any(name and candidate == _basename(name) for name in (argv0, exe)):
-            return True
-    return False
+    return any(
+        (comm and comm in (candidate, candidate[:15])) or any(name and candidate == _basename(name) for name in (argv0, exe))
+        for candidate in candidates
+    )
 
 
 def _basename(path):
