@@ -51,21 +51,23 @@ DEFAULT_MIN_UNATTRIBUTED_BYTES = 256 * 1024 * 1024
 
 def ledger_holders(ledger_node, resource_prefix=GPU_RESOURCE_PREFIX):
     """The pods holding GPU units in a node's ledger: ``[{namespace, name, uid, resource, units}]``."""
-    holders = []
-    for resource, entry in sorted(((ledger_node or {}).get("resources") or {}).items()):
-        if not resource.startswith(resource_prefix):
-            continue
-        for holder in (entry or {}).get("holders") or []:
-            holders.append(
-                {
-                    "namespace": holder.get("namespace"),
-                    "name": holder.get("name") or holder.get("pod_name"),
-                    "uid": holder.get("uid"),
-                    "resource": resource,
-                    "units": holder.get("units"),
-                }
-            )
-    return holders
+    return [
+        {
+            "namespace": holder.get("namespace"),
+            "name": holder.get("name") or holder.get("pod_name"),
+            "uid": holder.get("uid"),
+            "resource": resource,
+            "units": holder.get("units"),
+        }
+        for resource, entry in sorted(((ledger_node or {}).get("resources") or {}).items())
+        if resource.startswith(resource_prefix)
+        for holder in (entry or {}).get("holders") or []
+    ]
+
+
+def _pod_key(entry):
+    """``(uid, namespace, name)`` of an allocation or of a process's ``kubernetes`` identity."""
+    return entry.get("pod_uid"), entry.get("namespace"), entry.get("pod_name")
 
 
 def _ledger_requested(ledger_node, resource_prefix):
@@ -100,6 +102,16 @@ class _Pods:
             return left_uid == right_uid
         if left_name and right_name:
             return left_name == right_name
+        return None
+
+    def among(self, key, others):
+        """True when the pod is one of ``others`` (each a (uid, namespace, name)), False when it is none of them,
+        None when we cannot tell."""
+        verdicts = [self.same(key, other) for other in others]
+        if True in verdicts:
+            return True
+        if all(verdict is False for verdict in verdicts):
+            return False
         return None
 
 
@@ -140,11 +152,9 @@ def reconcile(node_facts, ledger_node=None, min_unattributed_bytes=DEFAULT_MIN_U
 
     for holder in holders or []:
         pods.learn(holder["uid"], holder["namespace"], holder["name"])
-    for allocation in allocation_facts.get("allocations") or []:
-        pods.learn(allocation.get("pod_uid"), allocation.get("namespace"), allocation.get("pod_name"))
-    for process in node_facts.get("processes") or []:
-        identity = process.get("kubernetes") or {}
-        pods.learn(identity.get("pod_uid"), identity.get("namespace"), identity.get("pod_name"))
+    identities = [process.get("kubernetes") or {} for process in node_facts.get("processes") or []]
+    for pod in (allocation_facts.get("allocations") or []) + identities:
+        pods.learn(*_pod_key(pod))
 
     grants = _grants_by_gpu(allocation_facts.get("allocations") or [], devices, pods, holders, resource_prefix, warnings)
     if allocation_source == "none":
@@ -208,9 +218,10 @@ def reconcile(node_facts, ledger_node=None, min_unattributed_bytes=DEFAULT_MIN_U
 def _grants_by_gpu(allocations, devices, pods, holders, resource_prefix, warnings):
     """Allocations per GPU UUID, each marked with whether the ledger still counts its pod."""
     grants = {}
+    by_pod = {}  # (GPU UUID, pod UID, (namespace, name) or None) -> its grant in grants
     for allocation in allocations:
         resource = allocation.get("resource_name") or ""
-        key = (allocation.get("pod_uid"), allocation.get("namespace"), allocation.get("pod_name"))
+        key = _pod_key(allocation)
         uid, named = pods.complete(*key)
         in_holders = _among_holders(key, holders, pods)
         for device_id in allocation.get("device_ids") or []:
@@ -219,12 +230,9 @@ def _grants_by_gpu(allocations, devices, pods, holders, resource_prefix, warning
                 if resource.startswith(resource_prefix):
                     warnings.append("device %s of %s (pod %s) is not a GPU of this node" % (device_id, resource, _pod_label(uid, named)))
                 continue
-            grant = next(
-                (g for g in grants.setdefault(gpu_uuid, []) if g["pod_uid"] == uid and (g["namespace"], g["name"]) == (named or (None, None))),
-                None,
-            )
+            grant = by_pod.get((gpu_uuid, uid, named))
             if grant is None:
-                grant = {
+                grant = by_pod[(gpu_uuid, uid, named)] = {
                     "namespace": named[0] if named else None,
                     "name": named[1] if named else None,
                     "pod_uid": uid,
@@ -233,7 +241,7 @@ def _grants_by_gpu(allocations, devices, pods, holders, resource_prefix, warning
                     "device_ids": [],
                     "in_ledger_holders": in_holders,
                 }
-                grants[gpu_uuid].append(grant)
+                grants.setdefault(gpu_uuid, []).append(grant)
             if allocation.get("container_name") and allocation["container_name"] not in grant["container_names"]:
                 grant["container_names"].append(allocation["container_name"])
             grant["device_ids"].append(device_id)
@@ -251,12 +259,7 @@ def _among_holders(key, holders, pods):
     """Whether the pod (uid, namespace, name) holds GPU units in the ledger; None when unknown or not comparable."""
     if holders is None:
         return None
-    verdicts = [pods.same(key, (holder["uid"], holder["namespace"], holder["name"])) for holder in holders]
-    if True in verdicts:
-        return True
-    if all(verdict is False for verdict in verdicts):
-        return False
-    return None
+    return pods.among(key, [(holder["uid"], holder["namespace"], holder["name"]) for holder in holders])
 
 
 def _classify(process, grants, allocation_source, holders, pods):
@@ -267,7 +270,7 @@ def _classify(process, grants, allocation_source, holders, pods):
         return "host", None
     if kind != "pod":
         return "unidentified", identity.get("reason") or "identity not read"
-    key = (identity.get("pod_uid"), identity.get("namespace"), identity.get("pod_name"))
+    key = _pod_key(identity)
     if allocation_source == "none":
         # Without allocations, holding any GPU unit on the node is the best the ledger can say.
         if holders is None:
@@ -276,17 +279,15 @@ def _classify(process, grants, allocation_source, holders, pods):
         if among is None:
             return "unidentified", "pod known by UID only; the ledger names its holders without UID"
         return ("in_ledger" if among else "out_of_ledger_pod"), None
-    verdicts = [pods.same(key, (grant["pod_uid"], grant["namespace"], grant["name"])) for grant in grants]
-    if True in verdicts:
-        return "in_ledger", None
-    if all(verdict is False for verdict in verdicts):
-        return "out_of_ledger_pod", None
-    return "unidentified", "pod known by UID only; this GPU's allocation names its pod without UID"
+    among = pods.among(key, [(grant["pod_uid"], grant["namespace"], grant["name"]) for grant in grants])
+    if among is None:
+        return "unidentified", "pod known by UID only; this GPU's allocation names its pod without UID"
+    return ("in_ledger" if among else "out_of_ledger_pod"), None
 
 
 def _user(process, pods, reason):
     identity = process.get("kubernetes") or {}
-    uid, named = pods.complete(identity.get("pod_uid"), identity.get("namespace"), identity.get("pod_name"))
+    uid, named = pods.complete(*_pod_key(identity))
     user = {
         "pid": process.get("pid"),
         "name": process.get("name"),
@@ -306,14 +307,14 @@ def _user(process, pods, reason):
 def _free_but_used_warning(entry, min_unattributed_bytes):
     if entry["ledger_state"] != STATE_FREE:
         return None
-    users = [user for name in CLASSES for user in entry["users"][name]]
     unattributed = entry["memory_bytes"]["unattributed"] or 0
-    if not users and unattributed < min_unattributed_bytes:
+    if not any(entry["users"].values()) and unattributed < min_unattributed_bytes:
         return None
-    parts = []
-    for name in CLASSES:
-        if entry["users"][name]:
-            parts.append("%s %s (%s)" % (name.replace("_", " "), _gib(entry["memory_bytes"][name]), _describe_users(entry["users"][name])))
+    parts = [
+        "%s %s (%s)" % (name.replace("_", " "), _gib(entry["memory_bytes"][name]), _describe(entry["users"][name]))
+        for name in CLASSES
+        if entry["users"][name]
+    ]
     if unattributed >= min_unattributed_bytes:
         parts.append("%s not attributed to any listed process" % _gib(unattributed))
     in_use = sum(entry["memory_bytes"][name] for name in CLASSES) + unattributed
@@ -326,20 +327,18 @@ def _free_but_used_warning(entry, min_unattributed_bytes):
     )
 
 
-def _describe_users(users):
-    described = []
-    for user in users:
-        who = "pid %s %s" % (user["pid"], user["name"] or "?")
-        if user["pod_name"]:
-            who += " in pod %s/%s" % (user["namespace"], user["pod_name"])
-        elif user["pod_uid"]:
-            who += " in pod uid %s" % user["pod_uid"]
-        described.append(who)
-    return ", ".join(described)
+def _describe(users):
+    """``pid 418 python3 in pod ai/vllm-0, ...``; a process without ``pod_name``/``pod_uid`` names no pod."""
+    return ", ".join(_describe_user(user) for user in users)
 
 
-def _describe(processes):
-    return ", ".join("pid %s %s" % (process.get("pid"), process.get("name") or "?") for process in processes)
+def _describe_user(user):
+    who = "pid %s %s" % (user.get("pid"), user.get("name") or "?")
+    if user.get("pod_name"):
+        return who + " in pod %s/%s" % (user["namespace"], user["pod_name"])
+    if user.get("pod_uid"):
+        return who + " in pod uid %s" % user["pod_uid"]
+    return who
 
 
 def _pod_label(uid, named):
@@ -354,11 +353,10 @@ def _gib(size):
 
 def _summary(report):
     totals = {name: sum(gpu["memory_bytes"][name] for gpu in report) for name in CLASSES}
+    states = [gpu["ledger_state"] for gpu in report]
     return {
         "gpus": len(report),
-        "allocated": sum(1 for gpu in report if gpu["ledger_state"] == STATE_ALLOCATED),
-        "free": sum(1 for gpu in report if gpu["ledger_state"] == STATE_FREE),
-        "unknown": sum(1 for gpu in report if gpu["ledger_state"] == STATE_UNKNOWN),
+        **{state: states.count(state) for state in (STATE_ALLOCATED, STATE_FREE, STATE_UNKNOWN)},
         "free_but_in_use": sum(1 for gpu in report if "warning" in gpu),
         "memory_bytes": totals,
         "out_of_ledger_bytes": totals["out_of_ledger_pod"] + totals["host"],
