@@ -49,7 +49,7 @@ GPU_RESOURCE_PREFIX = "nvidia.com/"
 DEFAULT_MIN_UNATTRIBUTED_BYTES = 256 * 1024 * 1024
 
 
-def ledger_holders(ledger_node, resource_prefix=GPU_RESOURCE_PREFIX):
+def ledger_holders(ledger_node):
     """The pods holding GPU units in a node's ledger: ``[{namespace, name, uid, resource, units}]``."""
     return [
         {
@@ -60,7 +60,7 @@ def ledger_holders(ledger_node, resource_prefix=GPU_RESOURCE_PREFIX):
             "units": holder.get("units"),
         }
         for resource, entry in sorted(((ledger_node or {}).get("resources") or {}).items())
-        if resource.startswith(resource_prefix)
+        if resource.startswith(GPU_RESOURCE_PREFIX)
         for holder in (entry or {}).get("holders") or []
     ]
 
@@ -70,9 +70,10 @@ def _pod_key(entry):
     return entry.get("pod_uid"), entry.get("namespace"), entry.get("pod_name")
 
 
-def _ledger_requested(ledger_node, resource_prefix):
+def _ledger_requested(ledger_node):
     resources = (ledger_node or {}).get("resources") or {}
-    return sum(int((entry or {}).get("requested") or 0) for name, entry in resources.items() if name.startswith(resource_prefix))
+    gpu_entries = [entry or {} for name, entry in resources.items() if name.startswith(GPU_RESOURCE_PREFIX)]
+    return sum(int(entry.get("requested") or 0) for entry in gpu_entries)
 
 
 class _Pods:
@@ -140,14 +141,14 @@ class _Devices:
         return None
 
 
-def reconcile(node_facts, ledger_node=None, min_unattributed_bytes=DEFAULT_MIN_UNATTRIBUTED_BYTES, resource_prefix=GPU_RESOURCE_PREFIX):
+def reconcile(node_facts, ledger_node=None, min_unattributed_bytes=DEFAULT_MIN_UNATTRIBUTED_BYTES):
     """Per GPU: the pods the ledger gives it to, its users by class, memory by class, and warnings."""
     gpus = node_facts.get("gpus") or []
     allocation_facts = node_facts.get("allocations") or {}
     allocation_source = allocation_facts.get("source") or "none"
     devices = _Devices(gpus)
     pods = _Pods()
-    holders = ledger_holders(ledger_node, resource_prefix) if ledger_node is not None else None
+    holders = ledger_holders(ledger_node) if ledger_node is not None else None
     warnings = []
 
     for holder in holders or []:
@@ -156,13 +157,13 @@ def reconcile(node_facts, ledger_node=None, min_unattributed_bytes=DEFAULT_MIN_U
     for pod in (allocation_facts.get("allocations") or []) + identities:
         pods.learn(*_pod_key(pod))
 
-    grants = _grants_by_gpu(allocation_facts.get("allocations") or [], devices, pods, holders, resource_prefix, warnings)
+    grants = _grants_by_gpu(allocation_facts.get("allocations") or [], devices, pods, holders, warnings)
     if allocation_source == "none":
         warnings.append(
             "no allocation source answered on the node (%s): which pod holds which GPU is unknown"
             % "; ".join(allocation_facts.get("errors") or ["no details"])
         )
-    no_units_requested = ledger_node is not None and _ledger_requested(ledger_node, resource_prefix) == 0
+    no_units_requested = ledger_node is not None and _ledger_requested(ledger_node) == 0
 
     processes_by_gpu = {}
     for process in node_facts.get("processes") or []:
@@ -215,7 +216,7 @@ def reconcile(node_facts, ledger_node=None, min_unattributed_bytes=DEFAULT_MIN_U
     }
 
 
-def _grants_by_gpu(allocations, devices, pods, holders, resource_prefix, warnings):
+def _grants_by_gpu(allocations, devices, pods, holders, warnings):
     """Allocations per GPU UUID, each marked with whether the ledger still counts its pod."""
     grants = {}
     by_pod = {}  # (GPU UUID, pod UID, (namespace, name) or None) -> its grant in grants
@@ -227,7 +228,7 @@ def _grants_by_gpu(allocations, devices, pods, holders, resource_prefix, warning
         for device_id in allocation.get("device_ids") or []:
             gpu_uuid = devices.resolve(device_id)
             if gpu_uuid is None:
-                if resource.startswith(resource_prefix):
+                if resource.startswith(GPU_RESOURCE_PREFIX):
                     warnings.append("device %s of %s (pod %s) is not a GPU of this node" % (device_id, resource, _pod_label(uid, named)))
                 continue
             grant = by_pod.get((gpu_uuid, uid, named))
