@@ -67,11 +67,8 @@ def parse_cgroup(text):
     ``runtime`` is ``containerd``, ``cri-o``, ``docker``, ``podman``, or ``None`` when the path
     does not say (cgroupfs driver with a bare container ID). Raises ValueError on empty text.
     """
-    paths = []
-    for line in (text or "").splitlines():
-        parts = line.strip().split(":", 2)
-        if len(parts) == 3 and parts[2]:
-            paths.append(parts[2])
+    lines = [line.strip().split(":", 2) for line in (text or "").splitlines()]
+    paths = [parts[2] for parts in lines if len(parts) == 3 and parts[2]]
     if not paths:
         raise ValueError("empty cgroup file")
     for path in paths:
