@@ -62,4 +62,3 @@ def encode_list_response(pods):
 def encode_allocatable_response(devices):
     """ContainerDevices entries -> AllocatableResourcesResponse (devices only, no CPUs or memory)."""
     return b"".join(_bytes_field(1, _encode_devices(entry)) for entry in devices)
-
