@@ -201,22 +201,19 @@ def parse_query_csv(text, fields=None):
     rows = [row for row in rows if not (len(row) == 1 and row[0].strip().lower() == _NO_PROCESSES)]
     header_units = None
     names = list(fields) if fields else None
-    if rows and _is_header(rows[0]):
+    if rows and all(_HEADER_CELL.match(cell.strip()) for cell in rows[0]):
         header = [_HEADER_CELL.match(cell.strip()) for cell in rows.pop(0)]
         header_units = [match.group("unit") for match in header]
-        if names is None:
-            names = [match.group("field") for match in header]
+        names = names or [match.group("field") for match in header]
     if names is None:
         raise ValueError("nvidia-smi CSV without a header line: pass the queried fields")
     for row in rows:
         if len(row) != len(names):
             raise ValueError("nvidia-smi CSV row has %d cells, expected %d: %s" % (len(row), len(names), ", ".join(row)))
     units = header_units or [None] * len(names)
-    return [{name: _convert_cell(name, cell, unit) for name, cell, unit in zip(names, row, units)} for row in rows]
-
-
-def _is_header(row):
-    return all(_HEADER_CELL.match(cell.strip()) for cell in row)
+    return [
+        {name: _convert_cell(name, row[position], units[position]) for position, name in enumerate(names)} for row in rows
+    ]
 
 
 def _convert_cell(field, cell, header_unit):
