@@ -186,8 +186,8 @@ def read_process(pid, reported_name=None, proc_root="/proc", host_root="/"):
     without ``hostPID``) and that other process's identity would be a guess.
     """
     base = "%s/%d" % (proc_root.rstrip("/"), int(pid))
-    comm = _read_optional(base + "/comm")
-    cmdline = _read_optional(base + "/cmdline")
+    comm = _optional(_read, base + "/comm")
+    cmdline = _optional(_read, base + "/cmdline")
     result = {
         "comm": comm.strip() if comm is not None else None,
         "cmdline": " ".join(part for part in cmdline.split("\0") if part) if cmdline is not None else None,
@@ -197,7 +197,7 @@ def read_process(pid, reported_name=None, proc_root="/proc", host_root="/"):
     except OSError as exc:
         result["kubernetes"] = _unreadable("cannot read %s/cgroup: %s" % (base, _os_reason(exc)))
         return result
-    names = [result["comm"], cmdline.split("\0", 1)[0] if cmdline else None, _readlink_optional(base + "/exe")]
+    names = [result["comm"], cmdline.split("\0", 1)[0] if cmdline else None, _optional(os.readlink, base + "/exe")]
     if reported_name and not _same_process(reported_name, *names):
         result["kubernetes"] = _unreadable(
             "pid %s in %s is %r, not %r as the GPU driver reported: another PID namespace?" % (pid, proc_root, result["comm"], reported_name)
@@ -263,15 +263,9 @@ def _read(path):
         return handle.read()
 
 
-def _readlink_optional(path):
+def _optional(read, path):
+    """``read(path)``, or None when the file cannot be read."""
     try:
-        return os.readlink(path)
-    except OSError:
-        return None
-
-
-def _read_optional(path):
-    try:
-        return _read(path)
+        return read(path)
     except OSError:
         return None
