@@ -33,11 +33,8 @@ Field numbers (k8s.io/kubelet/pkg/apis/podresources/v1/api.proto)::
     PodResources                 { string name = 1; string namespace = 2; repeated ContainerResources containers = 3; }
     ContainerResources           { string name = 1; repeated ContainerDevices devices = 2; ... }
     ContainerDevices             { string resource_name = 1; repeated string device_ids = 2; TopologyInfo topology = 3; }
-    TopologyInfo                 { repeated NUMANode nodes = 1; }
-    NUMANode                     { int64 ID = 1; }
 
-Fields the codec does not know (CPU IDs, memory, DRA claims) are skipped when reading, so newer
-kubelets decode too.
+Fields the codec does not read (CPU IDs, memory, topology, DRA claims) are skipped, so newer kubelets decode too.
 """
 
 from __future__ import annotations
@@ -115,21 +112,13 @@ def _text(value):
 
 
 def _decode_devices(data):
-    """ContainerDevices -> ``{resource_name, device_ids, numa_nodes}``."""
-    devices = {"resource_name": None, "device_ids": [], "numa_nodes": []}
+    """ContainerDevices -> ``{resource_name, device_ids}``; nothing reads the topology (NUMA nodes)."""
+    devices = {"resource_name": None, "device_ids": []}
     for number, value in _fields(data):
         if number == 1:
             devices["resource_name"] = _text(value)
         elif number == 2:
             devices["device_ids"].append(_text(value))
-        elif number == 3 and isinstance(value, bytes):
-            for topology_field, node in _fields(value):
-                if topology_field == 1 and isinstance(node, bytes):
-                    node_id = dict(_fields(node)).get(1, 0)
-                    if not isinstance(node_id, int):
-                        raise PodResourcesError("a NUMA node ID is not a varint")
-                    # int64: a value past 2**63 is negative (never a real NUMA node, but decode it right).
-                    devices["numa_nodes"].append(node_id - (1 << 64) if node_id >= 1 << 63 else node_id)
     return devices
 
 

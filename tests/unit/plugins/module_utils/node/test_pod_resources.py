@@ -83,10 +83,11 @@ def test_decoder_reads_what_the_official_runtime_writes():
     assert pr.decode_allocatable_response(CODEC_BYTES["allocatable_devices_only"]) == MIG_NODE_ALLOCATABLE
 
 
-def test_numa_nodes_and_large_values_round_trip():
+def test_topology_is_skipped_and_large_values_read():
     devices = {"resource_name": "nvidia.com/gpu", "device_ids": [A100], "numa_nodes": [0, 1, 300, -1]}
     encoded = kubelet_side.encode_allocatable_response([devices])
-    assert pr._decode_devices(next(pr._fields(encoded))[1]) == devices
+    assert pr._decode_devices(next(pr._fields(encoded))[1]) == {"resource_name": "nvidia.com/gpu", "device_ids": [A100]}
+    assert pr._read_varint(kubelet_side._varint(-1), 0) == (2**64 - 1, 10)
     assert len(kubelet_side._varint(-1)) == 10 and pr._read_varint(kubelet_side._varint(2**63 - 1), 0) == (2**63 - 1, 9)
 
 
