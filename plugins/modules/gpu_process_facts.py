@@ -391,13 +391,7 @@ def main():
     allocations = _pod_resources.read_allocations(
         module.params["pod_resources_socket"], module.params["checkpoint_path"], module.params["pod_resources_timeout"], grpc=grpc
     )
-    facts = {
-        "source": source,
-        "driver_version": inventory["driver_version"],
-        "gpus": inventory["gpus"],
-        "processes": processes,
-        "allocations": allocations,
-    }
+    facts = {"source": source, **inventory, "processes": processes, "allocations": allocations}
     module.exit_json(changed=False, ansible_facts={"gpu_process_facts": facts})
 
 
