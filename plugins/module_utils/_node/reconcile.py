@@ -7,20 +7,10 @@
 # without notice. Do not use it from other collections, roles or standalone modules.
 """The scheduler's ledger against the GPUs' real use, per GPU. Pure: data in, data out.
 
-Inputs:
-
-* ``node_facts``: what ``gpuops.scheduling.gpu_process_facts`` found on the node: ``gpus``,
-  ``processes`` (each with its ``kubernetes`` identity) and ``allocations``
-  (``{source, allocations: [{pod_uid, namespace, pod_name, container_name, resource_name, device_ids}]}``).
-* ``ledger_node`` (optional): the node's entry of ``gpuops.scheduling.gpu_ledger_facts``. Only this
-  is read (the input adapter, ``ledger_holders``)::
-
-      resources:
-        nvidia.com/gpu:                # any resource whose name starts with nvidia.com/
-          requested: 1
-          holders: [{namespace: gpu-operator, name: gpu-demo-hold, uid: ..., units: 1}]
-
-  ``uid`` is optional, ``pod_name`` is accepted for ``name``.
+Inputs: ``node_facts``, what ``gpuops.scheduling.gpu_process_facts`` found on the node (``gpus``,
+``processes`` with their ``kubernetes`` identity, ``allocations``), and optionally ``ledger_node``, the
+node's entry of ``gpuops.scheduling.gpu_ledger_facts``, of which only the ``nvidia.com/*`` resources'
+``requested`` and ``holders`` are read (``ledger_holders``).
 
 Each process on a GPU is one of:
 
@@ -50,7 +40,8 @@ DEFAULT_MIN_UNATTRIBUTED_BYTES = 256 * 1024 * 1024
 
 
 def ledger_holders(ledger_node):
-    """The pods holding GPU units in a node's ledger: ``[{namespace, name, uid, resource, units}]``."""
+    """The pods holding GPU units in a node's ledger: ``[{namespace, name, uid, resource, units}]``; a holder
+    may say ``pod_name`` for ``name``, and leave ``uid`` out."""
     return [
         {
             "namespace": holder.get("namespace"),
