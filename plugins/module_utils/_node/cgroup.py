@@ -159,9 +159,8 @@ def parse_container_metadata(text):
     ``None`` where absent. Raises ValueError when the text is not JSON.
     """
     document = json.loads(text)
-    labels = {}
-    labels.update((document.get("Config") or {}).get("Labels") or {})
-    labels.update(document.get("annotations") or {})
+    # Docker's labels, then the OCI annotations of containerd and CRI-O.
+    labels = dict((document.get("Config") or {}).get("Labels") or {}, **(document.get("annotations") or {}))
 
     def first(*keys):
         return next((labels[key] for key in keys if labels.get(key)), None)

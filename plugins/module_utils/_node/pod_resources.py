@@ -90,19 +90,18 @@ def _fields(data):
         number, wire_type = key >> 3, key & 0x7
         if wire_type == _WIRE_VARINT:
             value, offset = _read_varint(data, offset)
-        elif wire_type == _WIRE_LENGTH:
-            length, offset = _read_varint(data, offset)
-            if offset + length > len(data):
-                raise PodResourcesError("truncated protobuf field %d" % number)
-            value, offset = bytes(data[offset:offset + length]), offset + length
+            yield number, value
+            continue
+        if wire_type == _WIRE_LENGTH:
+            size, offset = _read_varint(data, offset)
         elif wire_type in (_WIRE_FIXED64, _WIRE_FIXED32):
             size = 8 if wire_type == _WIRE_FIXED64 else 4
-            if offset + size > len(data):
-                raise PodResourcesError("truncated protobuf field %d" % number)
-            value, offset = int.from_bytes(data[offset:offset + size], "little"), offset + size
         else:
             raise PodResourcesError("unsupported protobuf wire type %d" % wire_type)
-        yield number, value
+        if offset + size > len(data):
+            raise PodResourcesError("truncated protobuf field %d" % number)
+        value, offset = bytes(data[offset:offset + size]), offset + size
+        yield number, value if wire_type == _WIRE_LENGTH else int.from_bytes(value, "little")
 
 
 def _text(value):

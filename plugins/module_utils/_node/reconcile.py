@@ -334,9 +334,7 @@ def _describe_user(user):
 
 
 def _pod_label(uid, named):
-    if named:
-        return "%s/%s" % named
-    return "uid %s" % uid
+    return "%s/%s" % named if named else "uid %s" % uid
 
 
 def _gib(size):
