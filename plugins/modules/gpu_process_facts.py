@@ -91,8 +91,6 @@ options:
 notes:
   - PIDs are the driver's, that is the node's. Run the module in the node's PID namespace (over SSH, or a
     pod with C(hostPID)); otherwise processes are reported as C(unreadable).
-  - The PodResources API names pods by namespace and name, the checkpoint by UID; each allocation carries
-    what its source knows.
   - Memory used per GPU follows C(nvidia-smi) (NVML's v2 memory information, without the driver's reservation)
     when the bindings and driver have it.
 seealso:
@@ -150,17 +148,6 @@ ansible_facts:
           returned: always
           type: list
           elements: dict
-          sample:
-            - index: 0
-              uuid: GPU-6488a48c-7479-40ca-ba29-49824ecf04fa
-              name: NVIDIA H200
-              pci_bus_id: "00000000:00:06.0"
-              memory_used_bytes: 6554648576
-              memory_total_bytes: 150754820096
-              utilization_gpu_percent: 0
-              utilization_memory_percent: 0
-              mig_mode: disabled
-              mig_devices: []
           contains:
             index:
               description: The driver's GPU index.
@@ -404,13 +391,7 @@ def main():
     allocations = _pod_resources.read_allocations(
         module.params["pod_resources_socket"], module.params["checkpoint_path"], module.params["pod_resources_timeout"], grpc=grpc
     )
-    facts = {
-        "source": source,
-        "driver_version": inventory["driver_version"],
-        "gpus": inventory["gpus"],
-        "processes": processes,
-        "allocations": allocations,
-    }
+    facts = {"source": source, **inventory, "processes": processes, "allocations": allocations}
     module.exit_json(changed=False, ansible_facts={"gpu_process_facts": facts})
 
 

@@ -15,9 +15,8 @@ version_added: 1.0.0
 description:
   - Sends C(GET) to a health URL (vLLM serves C(/health)) and checks the answer's status, with retries.
   - Optionally reads an OpenAI-compatible model list (vLLM serves C(/v1/models)) and returns the model ids.
-  - Returns the status, the latency, the start of the body and how many attempts it took, and fails with
-    a message naming the URL when the server cannot be reached, times out or answers another status,
-    unless O(fail_on_unhealthy=false).
+  - Fails with a message naming the URL when the server cannot be reached, times out or answers another
+    status, unless O(fail_on_unhealthy=false).
   - Meant to be run before, during and after disturbing a GPU node, to show the server kept serving.
 author:
   - gpuops developers (@gpuops)

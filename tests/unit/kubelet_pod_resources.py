@@ -1,19 +1,32 @@
 """The kubelet's half of the PodResources v1 wire format, for tests that play the kubelet.
 
-The collection only asks (plugins/module_utils/_node/pod_resources.py writes requests and reads answers); a test's
-fake kubelet writes the answers and reads the requests with these, built on the same field helpers, and
-test_pod_resources.py checks them against bytes the real protobuf library wrote (fixtures/pod-resources).
+The collection only asks (plugins/module_utils/_node/pod_resources.py sends empty requests and reads answers); a
+test's fake kubelet writes the answers with these, and test_pod_resources.py checks them against bytes the real
+protobuf library wrote (fixtures/pod-resources).
 """
 from __future__ import annotations
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._node.pod_resources import (
-    _WIRE_VARINT,
-    _bytes_field,
-    _fields,
-    _string_field,
-    _text,
-    _varint,
-)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._node.pod_resources import _WIRE_LENGTH, _WIRE_VARINT
+
+
+def _varint(value):
+    if value < 0:
+        value += 1 << 64  # a negative int64 is its 64-bit two's complement, ten bytes long
+    encoded = bytearray()
+    while value > 0x7F:
+        encoded.append((value & 0x7F) | 0x80)
+        value >>= 7
+    encoded.append(value)
+    return bytes(encoded)
+
+
+def _bytes_field(number, payload):
+    return _varint(number << 3 | _WIRE_LENGTH) + _varint(len(payload)) + payload
+
+
+def _string_field(number, text):
+    # proto3 leaves out a string equal to its default ("").
+    return _bytes_field(number, text.encode("utf-8")) if text else b""
 
 
 def _varint_field(number, value):
@@ -46,17 +59,6 @@ def encode_list_response(pods):
     return b"".join(_bytes_field(1, _encode_pod(pod)) for pod in pods)
 
 
-def encode_get_response(pod):
-    """One pod -> GetPodResourcesResponse."""
-    return _bytes_field(1, _encode_pod(pod))
-
-
 def encode_allocatable_response(devices):
     """ContainerDevices entries -> AllocatableResourcesResponse (devices only, no CPUs or memory)."""
     return b"".join(_bytes_field(1, _encode_devices(entry)) for entry in devices)
-
-
-def decode_get_request(data):
-    """GetPodResourcesRequest -> ``{pod_name, pod_namespace}`` (what a server reads)."""
-    fields = dict(_fields(data))
-    return {"pod_name": _text(fields.get(1, b"")), "pod_namespace": _text(fields.get(2, b""))}

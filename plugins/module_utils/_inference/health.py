@@ -68,35 +68,33 @@ def model_ids(body):
         raise ValueError("not an OpenAI model list: {0}".format(_shorten(body) or type(error).__name__)) from error
 
 
+def _answer_error(url, answer, expected_status):
+    """Why an ``http_get`` answer is not one of ``expected_status``; None when it is."""
+    if answer["error"]:
+        return "GET {0} failed: {1}".format(url, answer["error"])
+    if answer["status"] not in expected_status:
+        expected = " or ".join(str(status) for status in expected_status)
+        return "GET {0} answered {1}, expected {2}".format(url, answer["status"], expected)
+    return None
+
+
 def _check_once(request, url, expected_status, models_url):
     """One attempt: the health URL, then the models URL when asked and health is fine."""
     health = http_get(request, url)
-    outcome = {
-        "status": health["status"],
-        "latency_ms": health["latency_ms"],
-        "body": _shorten(health["body"]),
-        "models": [],
-        "error": None,
-    }
-    if health["error"]:
-        outcome["error"] = "GET {0} failed: {1}".format(url, health["error"])
-    elif health["status"] not in expected_status:
-        outcome["error"] = "GET {0} answered {1}, expected {2}".format(
-            url, health["status"], " or ".join(str(status) for status in expected_status))
-        if outcome["body"]:
-            outcome["error"] += ": " + outcome["body"]
-    elif models_url:
-        models = http_get(request, models_url)
-        if models["error"]:
-            outcome["error"] = "GET {0} failed: {1}".format(models_url, models["error"])
-        elif models["status"] != 200:
-            outcome["error"] = "GET {0} answered {1}, expected 200".format(models_url, models["status"])
-        else:
+    body = _shorten(health["body"])
+    error = _answer_error(url, health, expected_status)
+    models = []
+    if error and body:  # an unexpected status; a request that failed has no body
+        error += ": " + body
+    elif not error and models_url:
+        answer = http_get(request, models_url)
+        error = _answer_error(models_url, answer, (200,))
+        if not error:
             try:
-                outcome["models"] = model_ids(models["body"])
-            except ValueError as error:
-                outcome["error"] = "GET {0}: {1}".format(models_url, error)
-    return outcome
+                models = model_ids(answer["body"])
+            except ValueError as exc:
+                error = "GET {0}: {1}".format(models_url, exc)
+    return dict(status=health["status"], latency_ms=health["latency_ms"], body=body, models=models, error=error)
 
 
 def check_health(request, url, expected_status=(200,), models_url=None, retries=0, delay=1.0, sleep=time.sleep):

@@ -67,11 +67,8 @@ def parse_cgroup(text):
     ``runtime`` is ``containerd``, ``cri-o``, ``docker``, ``podman``, or ``None`` when the path
     does not say (cgroupfs driver with a bare container ID). Raises ValueError on empty text.
     """
-    paths = []
-    for line in (text or "").splitlines():
-        parts = line.strip().split(":", 2)
-        if len(parts) == 3 and parts[2]:
-            paths.append(parts[2])
+    lines = [line.strip().split(":", 2) for line in (text or "").splitlines()]
+    paths = [parts[2] for parts in lines if len(parts) == 3 and parts[2]]
     if not paths:
         raise ValueError("empty cgroup file")
     for path in paths:
@@ -93,25 +90,19 @@ def _pod_identity(path):
     segments = [segment for segment in path.split("/") if segment]
     for position, segment in enumerate(segments):
         systemd = _SYSTEMD_POD.match(segment)
-        cgroupfs = _CGROUPFS_POD.match(segment) if not systemd else None
-        if cgroupfs and "kubepods" not in "/".join(segments[:position]):
-            continue  # a "pod<hex>" directory outside the kubelet's tree is not a pod
-        match = systemd or cgroupfs
-        if not match:
-            continue
+        cgroupfs = _CGROUPFS_POD.match(segment)
         if systemd:
             qos = systemd.group("qos") or "guaranteed"
-        else:
-            parent = segments[position - 1] if position else ""
+        elif cgroupfs and "kubepods" in "/".join(segments[:position]):
+            parent = segments[position - 1]
             qos = parent if parent in ("besteffort", "burstable") else "guaranteed"
-        container_id, runtime = None, None
-        if position + 1 < len(segments):
-            container = _container_segment(segments[position + 1])
-            if container:
-                container_id, runtime = container
+        else:
+            continue  # a "pod<hex>" directory outside the kubelet's tree is not a pod either
+        following = segments[position + 1] if position + 1 < len(segments) else ""
+        container_id, runtime = _container_segment(following) or (None, None)
         return {
             "kind": KIND_POD,
-            "pod_uid": match.group("uid").replace("_", "-"),
+            "pod_uid": (systemd or cgroupfs).group("uid").replace("_", "-"),
             "container_id": container_id,
             "runtime": runtime,
             "qos_class": qos,
@@ -131,13 +122,10 @@ def _container_segment(segment):
 def _plain_container(path):
     segments = [segment for segment in path.split("/") if segment]
     for position, segment in enumerate(segments):
-        container = _container_segment(segment)
-        if not container:
-            continue
-        if container[1] is not None:
-            return container
-        if position and segments[position - 1] == _PLAIN_DOCKER_PARENT:
-            return container[0], "docker"
+        container_id, runtime = _container_segment(segment) or (None, None)
+        # A bare ID says its runtime only under Docker's cgroupfs parent.
+        if runtime or (container_id and position and segments[position - 1] == _PLAIN_DOCKER_PARENT):
+            return container_id, runtime or "docker"
     return None
 
 
@@ -171,9 +159,8 @@ def parse_container_metadata(text):
     ``None`` where absent. Raises ValueError when the text is not JSON.
     """
     document = json.loads(text)
-    labels = {}
-    labels.update((document.get("Config") or {}).get("Labels") or {})
-    labels.update(document.get("annotations") or {})
+    # Docker's labels, then the OCI annotations of containerd and CRI-O.
+    labels = dict((document.get("Config") or {}).get("Labels") or {}, **(document.get("annotations") or {}))
 
     def first(*keys):
         return next((labels[key] for key in keys if labels.get(key)), None)
@@ -198,8 +185,8 @@ def read_process(pid, reported_name=None, proc_root="/proc", host_root="/"):
     without ``hostPID``) and that other process's identity would be a guess.
     """
     base = "%s/%d" % (proc_root.rstrip("/"), int(pid))
-    comm = _read_optional(base + "/comm")
-    cmdline = _read_optional(base + "/cmdline")
+    comm = _optional(_read, base + "/comm")
+    cmdline = _optional(_read, base + "/cmdline")
     result = {
         "comm": comm.strip() if comm is not None else None,
         "cmdline": " ".join(part for part in cmdline.split("\0") if part) if cmdline is not None else None,
@@ -209,7 +196,7 @@ def read_process(pid, reported_name=None, proc_root="/proc", host_root="/"):
     except OSError as exc:
         result["kubernetes"] = _unreadable("cannot read %s/cgroup: %s" % (base, _os_reason(exc)))
         return result
-    names = [result["comm"], cmdline.split("\0", 1)[0] if cmdline else None, _readlink_optional(base + "/exe")]
+    names = [result["comm"], cmdline.split("\0", 1)[0] if cmdline else None, _optional(os.readlink, base + "/exe")]
     if reported_name and not _same_process(reported_name, *names):
         result["kubernetes"] = _unreadable(
             "pid %s in %s is %r, not %r as the GPU driver reported: another PID namespace?" % (pid, proc_root, result["comm"], reported_name)
@@ -248,12 +235,10 @@ def _same_process(reported_name, comm, argv0, exe):
     """
     reported = reported_name.strip()
     candidates = {_basename(reported), _basename(reported.split()[0])} if reported else set()
-    for candidate in candidates:
-        if comm and (candidate == comm or candidate[:15] == comm):
-            return True
-        if any(name and candidate == _basename(name) for name in (argv0, exe)):
-            return True
-    return False
+    return any(
+        (comm and comm in (candidate, candidate[:15])) or any(name and candidate == _basename(name) for name in (argv0, exe))
+        for candidate in candidates
+    )
 
 
 def _basename(path):
@@ -277,15 +262,9 @@ def _read(path):
         return handle.read()
 
 
-def _readlink_optional(path):
+def _optional(read, path):
+    """``read(path)``, or None when the file cannot be read."""
     try:
-        return os.readlink(path)
-    except OSError:
-        return None
-
-
-def _read_optional(path):
-    try:
-        return _read(path)
+        return read(path)
     except OSError:
         return None

@@ -34,21 +34,12 @@ _GPU_LINE = re.compile(r"\bGPU (?P<index>\d+): (?P<name>.+) \(UUID: (?P<uuid>GPU
 # "  MIG 3g.20gb Device 0: (UUID: MIG-GPU-<gpu uuid>/1/0)".
 _MIG_LINE = re.compile(r"\bMIG (?P<profile>\S+)\s+Device\s+(?P<index>\d+): \(UUID: (?P<uuid>MIG-[^)\s]+)\)")
 
-# Cells nvidia-smi prints when it has no value. With `nounits` it drops the brackets.
+# Cells nvidia-smi prints when it has no value; `nounits` drops the brackets of the common ones.
+_NO_VALUE = ("n/a", "not supported", "insufficient permissions", "unknown error")
 _MISSING = frozenset(
-    (
-        "[n/a]",
-        "n/a",
-        "[not supported]",
-        "not supported",
-        "[insufficient permissions]",
-        "insufficient permissions",
-        "[unknown error]",
-        "unknown error",
-        "[gpu is lost]",
-        "[requested functionality has been deprecated]",
-        "",
-    )
+    _NO_VALUE
+    + tuple("[%s]" % cell for cell in _NO_VALUE)
+    + ("[gpu is lost]", "[requested functionality has been deprecated]", "")
 )
 _HEADER_CELL = re.compile(r"^(?P<field>[a-z][a-z0-9_.]*)(?: \[(?P<unit>[^\]]+)\])?$")
 _VALUE_WITH_UNIT = re.compile(r"^(?P<number>-?\d+(?:\.\d+)?) ?(?P<unit>KiB|MiB|GiB|%|W|MHz|C)$")
@@ -61,19 +52,20 @@ _MIB_FIELDS = frozenset(
 )
 _NO_PROCESSES = "no running processes found"
 
-# The fields the reader below asks nvidia-smi for; the keys of parse_query_csv() rows are these.
-GPU_QUERY_FIELDS = (
-    "index",
-    "uuid",
-    "name",
-    "pci.bus_id",
-    "memory.used",
-    "memory.total",
-    "utilization.gpu",
-    "utilization.memory",
-    "mig.mode.current",
-    "driver_version",
-)
+# The fields the reader below asks nvidia-smi for (the keys of parse_query_csv() rows), and the key each
+# becomes in a GPU's dict.
+_GPU_KEYS = {
+    "index": "index",
+    "uuid": "uuid",
+    "name": "name",
+    "pci.bus_id": "pci_bus_id",
+    "memory.used": "memory_used_bytes",
+    "memory.total": "memory_total_bytes",
+    "utilization.gpu": "utilization_gpu_percent",
+    "utilization.memory": "utilization_memory_percent",
+    "mig.mode.current": "mig_mode",
+}
+GPU_QUERY_FIELDS = tuple(_GPU_KEYS) + ("driver_version",)
 APPS_QUERY_FIELDS = ("pid", "process_name", "used_memory", "gpu_uuid")
 
 
@@ -153,36 +145,26 @@ def parse_visible_devices(value):
     * ``list``: the comma-separated ``devices``; ``uuids`` holds the ``GPU-``/``MIG-`` ones and
       ``indexes`` the ``0`` / ``0:1`` ones (DEVICE_ID_STRATEGY=index).
     """
-    result = {"value": value, "mode": "list", "devices": [], "uuids": [], "indexes": []}
+    stripped = (value or "").strip()
     if value is None:
-        result["mode"] = "unset"
-        return result
-    stripped = value.strip()
-    if stripped.lower() in ("", "void"):
-        result["mode"] = "void"
-        return result
-    if stripped.lower() in ("none", "all"):
-        result["mode"] = stripped.lower()
-        return result
-    if stripped.rstrip("/") == DEVICE_LIST_ROOT:
-        result["mode"] = "mounts"
-        return result
-    result.update(classify_device_names(part.strip() for part in stripped.split(",")))
-    return result
+        mode = "unset"
+    elif stripped.lower() in ("", "void", "none", "all"):
+        mode = stripped.lower() or "void"
+    elif stripped.rstrip("/") == DEVICE_LIST_ROOT:
+        mode = "mounts"
+    else:
+        return dict(value=value, mode="list", **classify_device_names(part.strip() for part in stripped.split(",")))
+    return {"value": value, "mode": mode, "devices": [], "uuids": [], "indexes": []}
 
 
 def classify_device_names(names):
     """``{devices, uuids, indexes}`` of device names: the ``GPU-``/``MIG-`` UUIDs and the ``0`` / ``0:1`` indexes."""
-    result = {"devices": [], "uuids": [], "indexes": []}
-    for device in names:
-        if not device:
-            continue
-        result["devices"].append(device)
-        if device.startswith(("GPU-", "MIG-")):
-            result["uuids"].append(device)
-        elif re.match(r"^\d+(?::\d+)?$", device):
-            result["indexes"].append(device)
-    return result
+    devices = [device for device in names if device]
+    return {
+        "devices": devices,
+        "uuids": [device for device in devices if device.startswith(("GPU-", "MIG-"))],
+        "indexes": [device for device in devices if re.match(r"^\d+(?::\d+)?$", device)],
+    }
 
 
 def visible_devices_from_env(text):
@@ -190,23 +172,16 @@ def visible_devices_from_env(text):
 
     The last assignment wins, as in a shell; no line at all means the variable is unset.
     """
-    value = None
-    for line in (text or "").splitlines():
-        match = re.search(r"(?:^|\s)NVIDIA_VISIBLE_DEVICES=(\S*)", line)
-        if match:
-            value = match.group(1)
-    return parse_visible_devices(value)
+    assignments = [re.search(r"(?:^|\s)NVIDIA_VISIBLE_DEVICES=(\S*)", line) for line in (text or "").splitlines()]
+    values = [match.group(1) for match in assignments if match]
+    return parse_visible_devices(values[-1] if values else None)
 
 
 def device_list_from_text(text):
     """The device names a container's ``/var/run/nvidia-container-devices`` holds, from lines that print each
     entry's full path (``/var/run/nvidia-container-devices/GPU-...``), each once, in order; ``[]`` for none."""
-    names = []
-    for line in (text or "").splitlines():
-        match = _DEVICE_LIST_LINE.search(line)
-        if match and match.group("name") not in names:
-            names.append(match.group("name"))
-    return names
+    matches = [_DEVICE_LIST_LINE.search(line) for line in (text or "").splitlines()]
+    return list(dict.fromkeys(match.group("name") for match in matches if match))
 
 
 def parse_query_csv(text, fields=None):
@@ -226,28 +201,19 @@ def parse_query_csv(text, fields=None):
     rows = [row for row in rows if not (len(row) == 1 and row[0].strip().lower() == _NO_PROCESSES)]
     header_units = None
     names = list(fields) if fields else None
-    if rows and _is_header(rows[0]):
+    if rows and all(_HEADER_CELL.match(cell.strip()) for cell in rows[0]):
         header = [_HEADER_CELL.match(cell.strip()) for cell in rows.pop(0)]
         header_units = [match.group("unit") for match in header]
-        if names is None:
-            names = [match.group("field") for match in header]
+        names = names or [match.group("field") for match in header]
     if names is None:
         raise ValueError("nvidia-smi CSV without a header line: pass the queried fields")
-    parsed = []
     for row in rows:
         if len(row) != len(names):
             raise ValueError("nvidia-smi CSV row has %d cells, expected %d: %s" % (len(row), len(names), ", ".join(row)))
-        parsed.append(
-            {
-                name: _convert_cell(name, cell, header_units[position] if header_units else None)
-                for position, (name, cell) in enumerate(zip(names, row))
-            }
-        )
-    return parsed
-
-
-def _is_header(row):
-    return all(_HEADER_CELL.match(cell.strip()) for cell in row)
+    units = header_units or [None] * len(names)
+    return [
+        {name: _convert_cell(name, row[position], units[position]) for position, name in enumerate(names)} for row in rows
+    ]
 
 
 def _convert_cell(field, cell, header_unit):
@@ -296,36 +262,25 @@ def read_with_nvidia_smi(run, nvidia_smi):
     come from ``nvidia-smi -L``, asked only when a GPU has MIG enabled; their memory and the
     MIG device of each process are not in the CSV output and stay ``None``.
     """
-    gpu_rows = _query(run, [nvidia_smi, "--query-gpu=" + ",".join(GPU_QUERY_FIELDS), "--format=csv"], GPU_QUERY_FIELDS)
-    gpus = [
-        {
-            "index": row["index"],
-            "uuid": row["uuid"],
-            "name": row["name"],
-            "pci_bus_id": row["pci.bus_id"],
-            "memory_used_bytes": row["memory.used"],
-            "memory_total_bytes": row["memory.total"],
-            "utilization_gpu_percent": row["utilization.gpu"],
-            "utilization_memory_percent": row["utilization.memory"],
-            "mig_mode": _mig_mode(row["mig.mode.current"]),
-            "mig_devices": [],
-        }
-        for row in gpu_rows
-    ]
+    gpu_rows = _query(run, nvidia_smi, "--query-gpu", GPU_QUERY_FIELDS)
+    gpus = [{key: row[field] for field, key in _GPU_KEYS.items()} for row in gpu_rows]
+    for gpu in gpus:
+        # "Enabled"/"Disabled"; None on GPUs without MIG (the value is [N/A] there).
+        gpu["mig_mode"] = gpu["mig_mode"].lower() if isinstance(gpu["mig_mode"], str) else None
+    listed = {}
     if any(gpu["mig_mode"] == "enabled" for gpu in gpus):
         rc, out, err = run([nvidia_smi, "-L"])
         if rc != 0:
             raise _command_error(rc, out, err, "nvidia-smi -L")
-        listed = {gpu["uuid"]: gpu for gpu in parse_gpu_list(out)}
-        for gpu in gpus:
-            for mig in listed.get(gpu["uuid"], {}).get("mig_devices", []):
-                gpu["mig_devices"].append(
-                    {"index": mig["index"], "uuid": mig["uuid"], "profile": mig["profile"], "memory_used_bytes": None, "memory_total_bytes": None}
-                )
+        listed = {gpu["uuid"]: gpu["mig_devices"] for gpu in parse_gpu_list(out)}
+    for gpu in gpus:
+        gpu["mig_devices"] = [
+            dict(index=mig["index"], uuid=mig["uuid"], profile=mig["profile"],
+                 memory_used_bytes=None, memory_total_bytes=None)
+            for mig in listed.get(gpu["uuid"], [])
+        ]
     index_by_uuid = {gpu["uuid"]: gpu["index"] for gpu in gpus}
-    app_rows = _query(
-        run, [nvidia_smi, "--query-compute-apps=" + ",".join(APPS_QUERY_FIELDS), "--format=csv"], APPS_QUERY_FIELDS
-    )
+    app_rows = _query(run, nvidia_smi, "--query-compute-apps", APPS_QUERY_FIELDS)
     processes = [
         {
             "pid": row["pid"],
@@ -341,7 +296,8 @@ def read_with_nvidia_smi(run, nvidia_smi):
     return {"driver_version": driver_versions.pop() if len(driver_versions) == 1 else None, "gpus": gpus, "processes": processes}
 
 
-def _query(run, argv, fields):
+def _query(run, nvidia_smi, query, fields):
+    argv = [nvidia_smi, query + "=" + ",".join(fields), "--format=csv"]
     rc, out, err = run(argv)
     if rc != 0:
         if "no devices were found" in (out + err).lower():
@@ -359,11 +315,6 @@ def _command_error(rc, out, err, what):
     if classified:
         return GpuInventoryError(classified[1], classified[0])
     return GpuInventoryError("nvidia-smi %s failed (rc=%s): %s" % (what, rc, text), REASON_FAILED)
-
-
-def _mig_mode(value):
-    # "Enabled"/"Disabled"; None on GPUs without MIG (the value is [N/A] there).
-    return value.lower() if isinstance(value, str) else None
 
 
 def read_with_nvml(nvml):

@@ -22,24 +22,19 @@ The API names pods by namespace and name but not UID; the checkpoint the other w
 allocation carries what its source knows and ``None`` for the rest; the reconciliation joins them.
 
 No generated protobuf code, so nothing needs protoc or the protobuf package: grpcio's generic API
-(``channel.unary_unary(path, request_serializer=...)``) carries bytes: the small wire-format codec below
-writes the requests and reads the answers (the kubelet's half, for tests, is tests/unit/kubelet_pod_resources.py). Field numbers
-(k8s.io/kubelet/pkg/apis/podresources/v1/api.proto)::
+(``channel.unary_unary(path)``) carries bytes. Both requests are empty messages (zero bytes); the small
+wire-format decoder below reads the answers (the kubelet's half, for tests, is tests/unit/kubelet_pod_resources.py).
+Field numbers (k8s.io/kubelet/pkg/apis/podresources/v1/api.proto)::
 
     ListPodResourcesRequest      {}
     ListPodResourcesResponse     { repeated PodResources pod_resources = 1; }
     AllocatableResourcesRequest  {}
     AllocatableResourcesResponse { repeated ContainerDevices devices = 1; repeated int64 cpu_ids = 2; ... }
-    GetPodResourcesRequest       { string pod_name = 1; string pod_namespace = 2; }
-    GetPodResourcesResponse      { PodResources pod_resources = 1; }
     PodResources                 { string name = 1; string namespace = 2; repeated ContainerResources containers = 3; }
     ContainerResources           { string name = 1; repeated ContainerDevices devices = 2; ... }
     ContainerDevices             { string resource_name = 1; repeated string device_ids = 2; TopologyInfo topology = 3; }
-    TopologyInfo                 { repeated NUMANode nodes = 1; }
-    NUMANode                     { int64 ID = 1; }
 
-Fields the codec does not know (CPU IDs, memory, DRA claims) are skipped when reading, so newer
-kubelets decode too.
+Fields the codec does not read (CPU IDs, memory, topology, DRA claims) are skipped, so newer kubelets decode too.
 """
 
 from __future__ import annotations
@@ -54,13 +49,11 @@ SOURCE_NONE = "none"
 SERVICE = "v1.PodResourcesLister"
 LIST = "List"
 ALLOCATABLE = "GetAllocatableResources"
-GET = "Get"
 
 # Why a kubelet answers UNIMPLEMENTED (or "disabled") for a method: it predates it or a feature gate is off.
 _MISSING_METHOD = {
     LIST: "the v1 API came in Kubernetes 1.20",
     ALLOCATABLE: "it came in Kubernetes 1.21 behind the KubeletPodResourcesGetAllocatable feature gate, on by default since 1.23",
-    GET: "it came in Kubernetes 1.27 behind the KubeletPodResourcesGet feature gate, on by default since 1.34",
 }
 
 
@@ -69,44 +62,11 @@ class PodResourcesError(Exception):
 
 
 # ---------------------------------------------------------------------------------------------
-# Protobuf wire format: writing
+# Protobuf wire format
 # ---------------------------------------------------------------------------------------------
 _WIRE_VARINT, _WIRE_FIXED64, _WIRE_LENGTH, _WIRE_FIXED32 = 0, 1, 2, 5
 
 
-def _varint(value):
-    if value < 0:
-        value += 1 << 64  # a negative int64 is its 64-bit two's complement, ten bytes long
-    encoded = bytearray()
-    while value > 0x7F:
-        encoded.append((value & 0x7F) | 0x80)
-        value >>= 7
-    encoded.append(value)
-    return bytes(encoded)
-
-
-def _bytes_field(number, payload):
-    return _varint(number << 3 | _WIRE_LENGTH) + _varint(len(payload)) + payload
-
-
-def _string_field(number, text):
-    # proto3 leaves out a string equal to its default ("").
-    return _bytes_field(number, text.encode("utf-8")) if text else b""
-
-
-def encode_empty_request(_request=None):
-    """ListPodResourcesRequest and AllocatableResourcesRequest have no fields: zero bytes."""
-    return b""
-
-
-def encode_get_request(request):
-    """``{pod_namespace, pod_name}`` -> GetPodResourcesRequest."""
-    return _string_field(1, request.get("pod_name")) + _string_field(2, request.get("pod_namespace"))
-
-
-# ---------------------------------------------------------------------------------------------
-# Protobuf wire format: reading
-# ---------------------------------------------------------------------------------------------
 def _read_varint(data, offset):
     result = shift = 0
     while True:
@@ -130,19 +90,18 @@ def _fields(data):
         number, wire_type = key >> 3, key & 0x7
         if wire_type == _WIRE_VARINT:
             value, offset = _read_varint(data, offset)
-        elif wire_type == _WIRE_LENGTH:
-            length, offset = _read_varint(data, offset)
-            if offset + length > len(data):
-                raise PodResourcesError("truncated protobuf field %d" % number)
-            value, offset = bytes(data[offset:offset + length]), offset + length
+            yield number, value
+            continue
+        if wire_type == _WIRE_LENGTH:
+            size, offset = _read_varint(data, offset)
         elif wire_type in (_WIRE_FIXED64, _WIRE_FIXED32):
             size = 8 if wire_type == _WIRE_FIXED64 else 4
-            if offset + size > len(data):
-                raise PodResourcesError("truncated protobuf field %d" % number)
-            value, offset = int.from_bytes(data[offset:offset + size], "little"), offset + size
         else:
             raise PodResourcesError("unsupported protobuf wire type %d" % wire_type)
-        yield number, value
+        if offset + size > len(data):
+            raise PodResourcesError("truncated protobuf field %d" % number)
+        value, offset = bytes(data[offset:offset + size]), offset + size
+        yield number, value if wire_type == _WIRE_LENGTH else int.from_bytes(value, "little")
 
 
 def _text(value):
@@ -152,21 +111,13 @@ def _text(value):
 
 
 def _decode_devices(data):
-    """ContainerDevices -> ``{resource_name, device_ids, numa_nodes}``."""
-    devices = {"resource_name": None, "device_ids": [], "numa_nodes": []}
+    """ContainerDevices -> ``{resource_name, device_ids}``; nothing reads the topology (NUMA nodes)."""
+    devices = {"resource_name": None, "device_ids": []}
     for number, value in _fields(data):
         if number == 1:
             devices["resource_name"] = _text(value)
         elif number == 2:
             devices["device_ids"].append(_text(value))
-        elif number == 3 and isinstance(value, bytes):
-            for topology_field, node in _fields(value):
-                if topology_field == 1 and isinstance(node, bytes):
-                    node_id = dict(_fields(node)).get(1, 0)
-                    if not isinstance(node_id, int):
-                        raise PodResourcesError("a NUMA node ID is not a varint")
-                    # int64: a value past 2**63 is negative (never a real NUMA node, but decode it right).
-                    devices["numa_nodes"].append(node_id - (1 << 64) if node_id >= 1 << 63 else node_id)
     return devices
 
 
@@ -197,11 +148,6 @@ def _decode_pod(data):
 def decode_list_response(data):
     """ListPodResourcesResponse -> allocations (see ``_allocation``)."""
     return [allocation for number, pod in _fields(data) if number == 1 for allocation in _decode_pod(pod)]
-
-
-def decode_get_response(data):
-    """GetPodResourcesResponse -> the pod's allocations."""
-    return decode_list_response(data)  # the same field number and message as List's
 
 
 def decode_allocatable_response(data):
@@ -254,28 +200,25 @@ class PodResourcesClient:
         self._channel = self._grpc.insecure_channel("unix:" + self.socket_path)
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *_exc_info):
         self._channel.close()
         self._channel = None
 
     def list(self):
         """Every pod's device allocations (``List``)."""
-        return self._call(LIST, encode_empty_request, None, decode_list_response)
+        return self._call(LIST, decode_list_response)
 
     def allocatable(self):
         """``{resource_name: [device IDs]}`` the kubelet can allocate (``GetAllocatableResources``)."""
-        return self._call(ALLOCATABLE, encode_empty_request, None, decode_allocatable_response)
+        return self._call(ALLOCATABLE, decode_allocatable_response)
 
-    def get(self, namespace, name):
-        """One pod's device allocations (``Get``)."""
-        return self._call(GET, encode_get_request, {"pod_namespace": namespace, "pod_name": name}, decode_get_response)
-
-    def _call(self, method, encode, request, decode):
-        # No response_deserializer: the bytes are decoded after the call, so a malformed answer is
-        # reported as such rather than as grpcio's "Exception deserializing response!".
-        call = self._channel.unary_unary("/%s/%s" % (SERVICE, method), request_serializer=encode)
+    def _call(self, method, decode):
+        # No serializers: both requests are empty messages, zero bytes sent as they are, and the answer is
+        # decoded after the call, so a malformed one is reported as such rather than as grpcio's
+        # "Exception deserializing response!".
+        call = self._channel.unary_unary("/%s/%s" % (SERVICE, method))
         try:
-            answer = call(request, timeout=self.timeout)
+            answer = call(b"", timeout=self.timeout)
         except self._grpc.RpcError as exc:
             raise self._error(method, exc)
         try:
@@ -289,8 +232,8 @@ class PodResourcesClient:
         details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
         where = "the kubelet's PodResources socket %s" % self.socket_path
         code_name = getattr(code, "name", code)
-        # A kubelet whose feature gate for the method is off answers UNKNOWN "PodResources API Get
-        # method disabled" (pkg/kubelet/apis/podresources/server_v1.go).
+        # A kubelet whose feature gate for the method is off answers UNKNOWN "PodResources API
+        # GetAllocatableResources disabled" (pkg/kubelet/apis/podresources/server_v1.go).
         if code == status.UNIMPLEMENTED or (details or "").startswith("PodResources API") and (details or "").endswith("disabled"):
             return PodResourcesError(
                 "%s does not serve %s (%s: %s): %s" % (where, method, code_name, details, _MISSING_METHOD[method])

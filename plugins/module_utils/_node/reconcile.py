@@ -7,20 +7,10 @@
 # without notice. Do not use it from other collections, roles or standalone modules.
 """The scheduler's ledger against the GPUs' real use, per GPU. Pure: data in, data out.
 
-Inputs:
-
-* ``node_facts``: what ``gpuops.scheduling.gpu_process_facts`` found on the node: ``gpus``,
-  ``processes`` (each with its ``kubernetes`` identity) and ``allocations``
-  (``{source, allocations: [{pod_uid, namespace, pod_name, container_name, resource_name, device_ids}]}``).
-* ``ledger_node`` (optional): the node's entry of ``gpuops.scheduling.gpu_ledger_facts``. Only this
-  is read (the input adapter, ``ledger_holders``)::
-
-      resources:
-        nvidia.com/gpu:                # any resource whose name starts with nvidia.com/
-          requested: 1
-          holders: [{namespace: gpu-operator, name: gpu-demo-hold, uid: ..., units: 1}]
-
-  ``uid`` is optional, ``pod_name`` is accepted for ``name``.
+Inputs: ``node_facts``, what ``gpuops.scheduling.gpu_process_facts`` found on the node (``gpus``,
+``processes`` with their ``kubernetes`` identity, ``allocations``), and optionally ``ledger_node``, the
+node's entry of ``gpuops.scheduling.gpu_ledger_facts``, of which only the ``nvidia.com/*`` resources'
+``requested`` and ``holders`` are read (``ledger_holders``).
 
 Each process on a GPU is one of:
 
@@ -49,28 +39,32 @@ GPU_RESOURCE_PREFIX = "nvidia.com/"
 DEFAULT_MIN_UNATTRIBUTED_BYTES = 256 * 1024 * 1024
 
 
-def ledger_holders(ledger_node, resource_prefix=GPU_RESOURCE_PREFIX):
-    """The pods holding GPU units in a node's ledger: ``[{namespace, name, uid, resource, units}]``."""
-    holders = []
-    for resource, entry in sorted(((ledger_node or {}).get("resources") or {}).items()):
-        if not resource.startswith(resource_prefix):
-            continue
-        for holder in (entry or {}).get("holders") or []:
-            holders.append(
-                {
-                    "namespace": holder.get("namespace"),
-                    "name": holder.get("name") or holder.get("pod_name"),
-                    "uid": holder.get("uid"),
-                    "resource": resource,
-                    "units": holder.get("units"),
-                }
-            )
-    return holders
+def ledger_holders(ledger_node):
+    """The pods holding GPU units in a node's ledger: ``[{namespace, name, uid, resource, units}]``; a holder
+    may say ``pod_name`` for ``name``, and leave ``uid`` out."""
+    return [
+        {
+            "namespace": holder.get("namespace"),
+            "name": holder.get("name") or holder.get("pod_name"),
+            "uid": holder.get("uid"),
+            "resource": resource,
+            "units": holder.get("units"),
+        }
+        for resource, entry in sorted(((ledger_node or {}).get("resources") or {}).items())
+        if resource.startswith(GPU_RESOURCE_PREFIX)
+        for holder in (entry or {}).get("holders") or []
+    ]
 
 
-def _ledger_requested(ledger_node, resource_prefix):
+def _pod_key(entry):
+    """``(uid, namespace, name)`` of an allocation or of a process's ``kubernetes`` identity."""
+    return entry.get("pod_uid"), entry.get("namespace"), entry.get("pod_name")
+
+
+def _ledger_requested(ledger_node):
     resources = (ledger_node or {}).get("resources") or {}
-    return sum(int((entry or {}).get("requested") or 0) for name, entry in resources.items() if name.startswith(resource_prefix))
+    gpu_entries = [entry or {} for name, entry in resources.items() if name.startswith(GPU_RESOURCE_PREFIX)]
+    return sum(int(entry.get("requested") or 0) for entry in gpu_entries)
 
 
 class _Pods:
@@ -102,6 +96,16 @@ class _Pods:
             return left_name == right_name
         return None
 
+    def among(self, key, others):
+        """True when the pod is one of ``others`` (each a (uid, namespace, name)), False when it is none of them,
+        None when we cannot tell."""
+        verdicts = [self.same(key, other) for other in others]
+        if True in verdicts:
+            return True
+        if all(verdict is False for verdict in verdicts):
+            return False
+        return None
+
 
 class _Devices:
     """Resolves device-plugin IDs to the physical GPU they are on."""
@@ -128,31 +132,29 @@ class _Devices:
         return None
 
 
-def reconcile(node_facts, ledger_node=None, min_unattributed_bytes=DEFAULT_MIN_UNATTRIBUTED_BYTES, resource_prefix=GPU_RESOURCE_PREFIX):
+def reconcile(node_facts, ledger_node=None, min_unattributed_bytes=DEFAULT_MIN_UNATTRIBUTED_BYTES):
     """Per GPU: the pods the ledger gives it to, its users by class, memory by class, and warnings."""
     gpus = node_facts.get("gpus") or []
     allocation_facts = node_facts.get("allocations") or {}
     allocation_source = allocation_facts.get("source") or "none"
     devices = _Devices(gpus)
     pods = _Pods()
-    holders = ledger_holders(ledger_node, resource_prefix) if ledger_node is not None else None
+    holders = ledger_holders(ledger_node) if ledger_node is not None else None
     warnings = []
 
     for holder in holders or []:
         pods.learn(holder["uid"], holder["namespace"], holder["name"])
-    for allocation in allocation_facts.get("allocations") or []:
-        pods.learn(allocation.get("pod_uid"), allocation.get("namespace"), allocation.get("pod_name"))
-    for process in node_facts.get("processes") or []:
-        identity = process.get("kubernetes") or {}
-        pods.learn(identity.get("pod_uid"), identity.get("namespace"), identity.get("pod_name"))
+    identities = [process.get("kubernetes") or {} for process in node_facts.get("processes") or []]
+    for pod in (allocation_facts.get("allocations") or []) + identities:
+        pods.learn(*_pod_key(pod))
 
-    grants = _grants_by_gpu(allocation_facts.get("allocations") or [], devices, pods, holders, resource_prefix, warnings)
+    grants = _grants_by_gpu(allocation_facts.get("allocations") or [], devices, pods, holders, warnings)
     if allocation_source == "none":
         warnings.append(
             "no allocation source answered on the node (%s): which pod holds which GPU is unknown"
             % "; ".join(allocation_facts.get("errors") or ["no details"])
         )
-    no_units_requested = ledger_node is not None and _ledger_requested(ledger_node, resource_prefix) == 0
+    no_units_requested = ledger_node is not None and _ledger_requested(ledger_node) == 0
 
     processes_by_gpu = {}
     for process in node_facts.get("processes") or []:
@@ -205,26 +207,24 @@ def reconcile(node_facts, ledger_node=None, min_unattributed_bytes=DEFAULT_MIN_U
     }
 
 
-def _grants_by_gpu(allocations, devices, pods, holders, resource_prefix, warnings):
+def _grants_by_gpu(allocations, devices, pods, holders, warnings):
     """Allocations per GPU UUID, each marked with whether the ledger still counts its pod."""
     grants = {}
+    by_pod = {}  # (GPU UUID, pod UID, (namespace, name) or None) -> its grant in grants
     for allocation in allocations:
         resource = allocation.get("resource_name") or ""
-        key = (allocation.get("pod_uid"), allocation.get("namespace"), allocation.get("pod_name"))
+        key = _pod_key(allocation)
         uid, named = pods.complete(*key)
         in_holders = _among_holders(key, holders, pods)
         for device_id in allocation.get("device_ids") or []:
             gpu_uuid = devices.resolve(device_id)
             if gpu_uuid is None:
-                if resource.startswith(resource_prefix):
+                if resource.startswith(GPU_RESOURCE_PREFIX):
                     warnings.append("device %s of %s (pod %s) is not a GPU of this node" % (device_id, resource, _pod_label(uid, named)))
                 continue
-            grant = next(
-                (g for g in grants.setdefault(gpu_uuid, []) if g["pod_uid"] == uid and (g["namespace"], g["name"]) == (named or (None, None))),
-                None,
-            )
+            grant = by_pod.get((gpu_uuid, uid, named))
             if grant is None:
-                grant = {
+                grant = by_pod[(gpu_uuid, uid, named)] = {
                     "namespace": named[0] if named else None,
                     "name": named[1] if named else None,
                     "pod_uid": uid,
@@ -233,7 +233,7 @@ def _grants_by_gpu(allocations, devices, pods, holders, resource_prefix, warning
                     "device_ids": [],
                     "in_ledger_holders": in_holders,
                 }
-                grants[gpu_uuid].append(grant)
+                grants.setdefault(gpu_uuid, []).append(grant)
             if allocation.get("container_name") and allocation["container_name"] not in grant["container_names"]:
                 grant["container_names"].append(allocation["container_name"])
             grant["device_ids"].append(device_id)
@@ -251,12 +251,7 @@ def _among_holders(key, holders, pods):
     """Whether the pod (uid, namespace, name) holds GPU units in the ledger; None when unknown or not comparable."""
     if holders is None:
         return None
-    verdicts = [pods.same(key, (holder["uid"], holder["namespace"], holder["name"])) for holder in holders]
-    if True in verdicts:
-        return True
-    if all(verdict is False for verdict in verdicts):
-        return False
-    return None
+    return pods.among(key, [(holder["uid"], holder["namespace"], holder["name"]) for holder in holders])
 
 
 def _classify(process, grants, allocation_source, holders, pods):
@@ -267,7 +262,7 @@ def _classify(process, grants, allocation_source, holders, pods):
         return "host", None
     if kind != "pod":
         return "unidentified", identity.get("reason") or "identity not read"
-    key = (identity.get("pod_uid"), identity.get("namespace"), identity.get("pod_name"))
+    key = _pod_key(identity)
     if allocation_source == "none":
         # Without allocations, holding any GPU unit on the node is the best the ledger can say.
         if holders is None:
@@ -276,17 +271,15 @@ def _classify(process, grants, allocation_source, holders, pods):
         if among is None:
             return "unidentified", "pod known by UID only; the ledger names its holders without UID"
         return ("in_ledger" if among else "out_of_ledger_pod"), None
-    verdicts = [pods.same(key, (grant["pod_uid"], grant["namespace"], grant["name"])) for grant in grants]
-    if True in verdicts:
-        return "in_ledger", None
-    if all(verdict is False for verdict in verdicts):
-        return "out_of_ledger_pod", None
-    return "unidentified", "pod known by UID only; this GPU's allocation names its pod without UID"
+    among = pods.among(key, [(grant["pod_uid"], grant["namespace"], grant["name"]) for grant in grants])
+    if among is None:
+        return "unidentified", "pod known by UID only; this GPU's allocation names its pod without UID"
+    return ("in_ledger" if among else "out_of_ledger_pod"), None
 
 
 def _user(process, pods, reason):
     identity = process.get("kubernetes") or {}
-    uid, named = pods.complete(identity.get("pod_uid"), identity.get("namespace"), identity.get("pod_name"))
+    uid, named = pods.complete(*_pod_key(identity))
     user = {
         "pid": process.get("pid"),
         "name": process.get("name"),
@@ -306,14 +299,14 @@ def _user(process, pods, reason):
 def _free_but_used_warning(entry, min_unattributed_bytes):
     if entry["ledger_state"] != STATE_FREE:
         return None
-    users = [user for name in CLASSES for user in entry["users"][name]]
     unattributed = entry["memory_bytes"]["unattributed"] or 0
-    if not users and unattributed < min_unattributed_bytes:
+    if not any(entry["users"].values()) and unattributed < min_unattributed_bytes:
         return None
-    parts = []
-    for name in CLASSES:
-        if entry["users"][name]:
-            parts.append("%s %s (%s)" % (name.replace("_", " "), _gib(entry["memory_bytes"][name]), _describe_users(entry["users"][name])))
+    parts = [
+        "%s %s (%s)" % (name.replace("_", " "), _gib(entry["memory_bytes"][name]), _describe(entry["users"][name]))
+        for name in CLASSES
+        if entry["users"][name]
+    ]
     if unattributed >= min_unattributed_bytes:
         parts.append("%s not attributed to any listed process" % _gib(unattributed))
     in_use = sum(entry["memory_bytes"][name] for name in CLASSES) + unattributed
@@ -326,26 +319,22 @@ def _free_but_used_warning(entry, min_unattributed_bytes):
     )
 
 
-def _describe_users(users):
-    described = []
-    for user in users:
-        who = "pid %s %s" % (user["pid"], user["name"] or "?")
-        if user["pod_name"]:
-            who += " in pod %s/%s" % (user["namespace"], user["pod_name"])
-        elif user["pod_uid"]:
-            who += " in pod uid %s" % user["pod_uid"]
-        described.append(who)
-    return ", ".join(described)
+def _describe(users):
+    """``pid 418 python3 in pod ai/vllm-0, ...``; a process without ``pod_name``/``pod_uid`` names no pod."""
+    return ", ".join(_describe_user(user) for user in users)
 
 
-def _describe(processes):
-    return ", ".join("pid %s %s" % (process.get("pid"), process.get("name") or "?") for process in processes)
+def _describe_user(user):
+    who = "pid %s %s" % (user.get("pid"), user.get("name") or "?")
+    if user.get("pod_name"):
+        return who + " in pod %s/%s" % (user["namespace"], user["pod_name"])
+    if user.get("pod_uid"):
+        return who + " in pod uid %s" % user["pod_uid"]
+    return who
 
 
 def _pod_label(uid, named):
-    if named:
-        return "%s/%s" % named
-    return "uid %s" % uid
+    return "%s/%s" % named if named else "uid %s" % uid
 
 
 def _gib(size):
@@ -354,11 +343,10 @@ def _gib(size):
 
 def _summary(report):
     totals = {name: sum(gpu["memory_bytes"][name] for gpu in report) for name in CLASSES}
+    states = [gpu["ledger_state"] for gpu in report]
     return {
         "gpus": len(report),
-        "allocated": sum(1 for gpu in report if gpu["ledger_state"] == STATE_ALLOCATED),
-        "free": sum(1 for gpu in report if gpu["ledger_state"] == STATE_FREE),
-        "unknown": sum(1 for gpu in report if gpu["ledger_state"] == STATE_UNKNOWN),
+        **{state: states.count(state) for state in (STATE_ALLOCATED, STATE_FREE, STATE_UNKNOWN)},
         "free_but_in_use": sum(1 for gpu in report if "warning" in gpu),
         "memory_bytes": totals,
         "out_of_ledger_bytes": totals["out_of_ledger_pod"] + totals["host"],

@@ -38,22 +38,10 @@ def run(params, check_mode, warn):
     headers = dict(params["headers"])
     if params["bearer_token"]:
         headers["Authorization"] = "Bearer {0}".format(params["bearer_token"])
-    request = Request(
-        headers=headers,
-        timeout=params["timeout"],
-        validate_certs=params["validate_certs"],
-        ca_path=params["ca_path"],
-        use_proxy=params["use_proxy"],
-        http_agent="gpuops.scheduling.vllm_health",
-    )
-    result = check_health(
-        request,
-        params["url"],
-        expected_status=params["expected_status"],
-        models_url=params["models_url"],
-        retries=params["retries"],
-        delay=params["delay"],
-    )
+    connection = {name: params[name] for name in ("timeout", "validate_certs", "ca_path", "use_proxy")}
+    request = Request(headers=headers, http_agent="gpuops.scheduling.vllm_health", **connection)
+    probe = {name: params[name] for name in ("expected_status", "models_url", "retries", "delay")}
+    result = check_health(request, params["url"], **probe)
     if not result["healthy"] and params["fail_on_unhealthy"]:
         raise TaskFailed(result["error"], **result)
     return dict(result, changed=False)

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Kubelet allocations: the protobuf codec against bytes the official runtime wrote, a real grpcio
-server on a unix socket answering List / GetAllocatableResources / Get with the codec's bytes, the
+server on a unix socket answering List and GetAllocatableResources with the codec's bytes, the
 errors a node can give (no socket, a kubelet without a method, permission denied), the checkpoint,
 and the order of the sources."""
 
@@ -73,31 +73,26 @@ def test_decode_recorded_list_response():
 def test_encoder_writes_what_the_official_runtime_writes():
     pods = CODEC["input"]["list"]
     assert kubelet_side.encode_list_response(pods) == CODEC_BYTES["list"]
-    assert kubelet_side.encode_get_response(pods[0]) == CODEC_BYTES["get_response"]
-    assert pr.encode_get_request(CODEC["input"]["get_request"]) == CODEC_BYTES["get_request"]
     assert kubelet_side.encode_allocatable_response(CODEC["input"]["allocatable"]) == CODEC_BYTES["allocatable_devices_only"]
-    assert pr.encode_empty_request() == b""
 
 
 def test_decoder_reads_what_the_official_runtime_writes():
     assert pr.decode_list_response(CODEC_BYTES["list"]) == MIG_NODE
-    assert pr.decode_get_response(CODEC_BYTES["get_response"]) == MIG_NODE[:1]
-    assert kubelet_side.decode_get_request(CODEC_BYTES["get_request"]) == CODEC["input"]["get_request"]
     # One ContainerDevices per device, joined per resource; the CPU IDs and memory are skipped.
     assert pr.decode_allocatable_response(CODEC_BYTES["allocatable"]) == MIG_NODE_ALLOCATABLE
     assert pr.decode_allocatable_response(CODEC_BYTES["allocatable_devices_only"]) == MIG_NODE_ALLOCATABLE
 
 
-def test_numa_nodes_and_large_values_round_trip():
+def test_topology_is_skipped_and_large_values_read():
     devices = {"resource_name": "nvidia.com/gpu", "device_ids": [A100], "numa_nodes": [0, 1, 300, -1]}
     encoded = kubelet_side.encode_allocatable_response([devices])
-    assert pr._decode_devices(next(pr._fields(encoded))[1]) == devices
-    assert len(pr._varint(-1)) == 10 and pr._read_varint(pr._varint(2**63 - 1), 0) == (2**63 - 1, 9)
+    assert pr._decode_devices(next(pr._fields(encoded))[1]) == {"resource_name": "nvidia.com/gpu", "device_ids": [A100]}
+    assert pr._read_varint(kubelet_side._varint(-1), 0) == (2**64 - 1, 10)
+    assert len(kubelet_side._varint(-1)) == 10 and pr._read_varint(kubelet_side._varint(2**63 - 1), 0) == (2**63 - 1, 9)
 
 
 def test_empty_messages():
     assert pr.decode_list_response(b"") == [] and pr.decode_allocatable_response(b"") == {}
-    assert kubelet_side.decode_get_request(b"") == {"pod_name": "", "pod_namespace": ""}
 
 
 @pytest.mark.parametrize("data", [LIST_BYTES[:-3], b"\x0a\xff", b"\x0a", b"\x0b\x00", b"\x0a\x02\x08\x01", b"\x09\x00"])
@@ -114,14 +109,14 @@ class Kubelet:
     the (status, details) it fails with.
     """
 
-    def __init__(self, pods, allocatable, methods=(pr.LIST, pr.ALLOCATABLE, pr.GET), aborts=None):
+    def __init__(self, pods, allocatable, methods=(pr.LIST, pr.ALLOCATABLE), aborts=None):
         self.directory = tempfile.mkdtemp(prefix="pr")  # short: unix socket paths are limited to 108 bytes
         self.path = self.directory + "/kubelet.sock"
         self.pods = pods
         self.allocatable = allocatable
         self.aborts = aborts or {}
         self.requests = []
-        answers = {pr.LIST: self._list, pr.ALLOCATABLE: self._allocatable, pr.GET: self._get}
+        answers = {pr.LIST: self._list, pr.ALLOCATABLE: self._allocatable}
         handlers = {name: grpc.unary_unary_rpc_method_handler(answers[name]) for name in methods}
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(pr.SERVICE, handlers),))
@@ -140,14 +135,6 @@ class Kubelet:
     def _allocatable(self, request, context):
         self._answer(pr.ALLOCATABLE, request, context)
         return kubelet_side.encode_allocatable_response(self.allocatable)
-
-    def _get(self, request, context):
-        self._answer(pr.GET, request, context)
-        wanted = kubelet_side.decode_get_request(request)
-        for pod in self.pods:
-            if (pod["namespace"], pod["name"]) == (wanted["pod_namespace"], wanted["pod_name"]):
-                return kubelet_side.encode_get_response(pod)
-        context.abort(grpc.StatusCode.UNKNOWN, "pod %s in namespace %s not found" % (wanted["pod_name"], wanted["pod_namespace"]))
 
     def stop(self):
         self.server.stop(0)
@@ -170,16 +157,14 @@ def kubelet():
         server.stop()
 
 
-def test_client_lists_allocatable_and_gets(kubelet):
+def test_client_lists_and_reads_allocatable(kubelet):
     server = kubelet()
     with pr.PodResourcesClient(grpc, server.path, 5) as client:
         assert client.list() == MIG_NODE
         assert client.allocatable() == MIG_NODE_ALLOCATABLE
-        assert client.get("ml", "trainer-0") == MIG_NODE[1:]
-    # The requests on the wire: the two empty messages, and Get's namespace and name.
-    assert [name for name, _request in server.requests] == [pr.LIST, pr.ALLOCATABLE, pr.GET]
+    # The requests on the wire: the two empty messages.
+    assert [name for name, _request in server.requests] == [pr.LIST, pr.ALLOCATABLE]
     assert server.requests[0][1] == server.requests[1][1] == b""
-    assert kubelet_side.decode_get_request(server.requests[2][1]) == {"pod_namespace": "ml", "pod_name": "trainer-0"}
 
 
 def test_read_allocations_through_grpcio(kubelet):
@@ -205,25 +190,27 @@ def test_socket_nobody_listens_on(tmp_path):
     assert str(raised.value).endswith("Connection refused): is the kubelet running?")
 
 
-def test_kubelet_without_get(kubelet):
-    # Kubernetes < 1.27 has no Get: grpc-go answers UNIMPLEMENTED.
-    server = kubelet(methods=(pr.LIST, pr.ALLOCATABLE))
+def test_kubelet_without_allocatable(kubelet):
+    # Kubernetes < 1.21 has no GetAllocatableResources: grpc-go answers UNIMPLEMENTED.
+    server = kubelet(methods=(pr.LIST,))
     with pr.PodResourcesClient(grpc, server.path, 5) as client:
         with pytest.raises(pr.PodResourcesError) as raised:
-            client.get("ml", "trainer-0")
+            client.allocatable()
         assert client.list() == MIG_NODE  # the channel still serves the other methods
     assert str(raised.value) == (
-        "the kubelet's PodResources socket %s does not serve Get (UNIMPLEMENTED: Method not found!): "
-        "it came in Kubernetes 1.27 behind the KubeletPodResourcesGet feature gate, on by default since 1.34" % server.path
+        "the kubelet's PodResources socket %s does not serve GetAllocatableResources (UNIMPLEMENTED: Method not found!): "
+        "it came in Kubernetes 1.21 behind the KubeletPodResourcesGetAllocatable feature gate, on by default since 1.23" % server.path
     )
 
 
 def test_kubelet_with_the_feature_gate_off(kubelet):
-    # What pkg/kubelet/apis/podresources/server_v1.go answers with KubeletPodResourcesGet off.
-    server = kubelet(aborts={pr.GET: (grpc.StatusCode.UNKNOWN, "PodResources API Get method disabled")})
+    # What pkg/kubelet/apis/podresources/server_v1.go answers with KubeletPodResourcesGetAllocatable off.
+    server = kubelet(aborts={pr.ALLOCATABLE: (grpc.StatusCode.UNKNOWN, "PodResources API GetAllocatableResources disabled")})
     with pr.PodResourcesClient(grpc, server.path, 5) as client:
-        with pytest.raises(pr.PodResourcesError, match="does not serve Get \\(UNKNOWN: PodResources API Get method disabled\\): it came in"):
-            client.get("ml", "trainer-0")
+        with pytest.raises(
+            pr.PodResourcesError, match="does not serve GetAllocatableResources \\(UNKNOWN: PodResources API GetAllocatableResources disabled\\): it came in"
+        ):
+            client.allocatable()
 
 
 def test_kubelet_without_allocatable_still_gives_allocations(kubelet):
@@ -237,11 +224,13 @@ def test_kubelet_without_allocatable_still_gives_allocations(kubelet):
 
 
 def test_other_errors_name_the_method_and_socket(kubelet):
-    server = kubelet()
+    server = kubelet(aborts={pr.ALLOCATABLE: (grpc.StatusCode.INTERNAL, "device manager not ready")})
     with pr.PodResourcesClient(grpc, server.path, 5) as client:
         with pytest.raises(pr.PodResourcesError) as raised:
-            client.get("ml", "gone-0")
-    assert str(raised.value) == "Get on the kubelet's PodResources socket %s failed: UNKNOWN pod gone-0 in namespace ml not found" % server.path
+            client.allocatable()
+    assert str(raised.value) == (
+        "GetAllocatableResources on the kubelet's PodResources socket %s failed: INTERNAL device manager not ready" % server.path
+    )
 
 
 def test_a_kubelet_that_does_not_answer_in_time(kubelet):
