@@ -35,7 +35,8 @@ description:
     Feature Discovery's labels, where present. The fleet summary compares them with the Node as it is now and calls a
     verdict stale, saying why."
   - "With a result that names its report kept in the cluster (C(report_configmap)), the annotation
-    C(gpuops.scheduling/gpu-preflight-report-configmap) (C(<namespace>/<name>)) too."
+    C(gpuops.scheduling/gpu-preflight-report-configmap) (C(<namespace>/<name>)) too; a verdict whose report was not kept
+    removes that annotation, so that it never names an earlier verdict's report."
   - Every write names the field manager C(gpuops.scheduling) (C(kubectl get node --show-managed-fields)).
   - With O(remove_taint) and a passed verdict, removes that taint (effect C(NoSchedule)) and no other, with a JSON patch
     that first tests the taint is still where it was read. A failed verdict leaves it. Never cordons, never touches

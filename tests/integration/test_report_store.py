@@ -79,3 +79,32 @@ def test_without_the_verdict_nothing_is_kept_in_the_cluster(sim, clean, tmp_path
     assert run.rc == 0 and run.result["passed"] is True, run.output[-3000:]
     assert run.result["report_configmap"] is None
     assert kept(sim) == {}
+
+
+def test_a_report_the_cluster_refused_to_keep_fails_the_run_and_is_named_nowhere(sim, clean, tmp_path):
+    (tmp_path / "kept").mkdir()
+    first = run_demo(sim, tmp_path / "kept")
+    assert first.rc == 0 and first.result["passed"] is True, first.output[-3000:]
+    node = json.loads(sim.kubectl("get", "node", "prod102", "-o", "json").stdout)
+    assert node["metadata"]["annotations"][ANNOTATION] == f"{NAMESPACE}/{first.result['report_configmap']['name']}"
+    # The namespace's quota then allows no ConfigMap: the API server refuses the next run's report.
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpuops-it-no-configmaps", "namespace": NAMESPACE},
+             "spec": {"hard": {"configmaps": "0"}}}
+    sim.kubectl("apply", "-f", "-", input=json.dumps(quota))
+    try:
+        (tmp_path / "refused").mkdir()
+        second = run_demo(sim, tmp_path / "refused")
+    finally:
+        sim.kubectl("delete", "resourcequota", "-n", NAMESPACE, "gpuops-it-no-configmaps", "--ignore-not-found")
+    assert second.rc != 0 and second.result is not None, second.output[-3000:]
+    run_id = second.result["run_id"]
+    node = json.loads(sim.kubectl("get", "node", "prod102", "-o", "json").stdout)
+    annotations = node["metadata"]["annotations"]
+    verdict = json.loads(annotations["gpuops.scheduling/gpu-preflight-report"])
+    assert verdict["state"] == "failed" and verdict["run_id"] == run_id, verdict
+    # The first run's report is still kept, but it is not this verdict's: the Node names none rather than that one.
+    assert ANNOTATION not in annotations, annotations[ANNOTATION]
+    assert first.result["report_configmap"]["name"] in kept(sim)
+    summary = json.loads((tmp_path / "refused" / f"gpu-demo-fleet-{run_id}.json").read_text())
+    row, = [row for row in summary["rows"] if row["node"] == "prod102"]
+    assert row["report_configmap"] is None and row["status"] == "failed", row

@@ -271,7 +271,7 @@ def read_with_nvidia_smi(run, nvidia_smi):
     if any(gpu["mig_mode"] == "enabled" for gpu in gpus):
         rc, out, err = run([nvidia_smi, "-L"])
         if rc != 0:
-            raise _command_error(rc, out, err, "nvidia-smi -L")
+            raise _command_error(rc, out, err, "-L")
         listed = {gpu["uuid"]: gpu["mig_devices"] for gpu in parse_gpu_list(out)}
     for gpu in gpus:
         gpu["mig_devices"] = [

@@ -213,11 +213,12 @@ def run(params, check_mode, warn):
             slices = _read_or_warn(writer.slices, warn, "the verdict records no DRA devices")
             verdict["basis"] = verdict_basis(current, verdict.get("resource"), pods, slices)
         writes = node_writes(verdict, current, now)
-        # The report kept in the cluster (the role's report_store.yml), as <namespace>/<name>.
-        stored = (params["result"] or {}).get("report_configmap") if params["state"] == "verdict" else None
-        if stored:
+        # The report kept in the cluster (the role's report_store.yml), as <namespace>/<name>. A verdict whose report was
+        # not kept removes the annotation (null in a merge patch): left, it would name an earlier verdict's report.
+        if params["state"] == "verdict":
+            stored = params["result"].get("report_configmap")
             writes["metadata"]["metadata"]["annotations"][REPORT_CONFIGMAP_ANNOTATION] = "{0}/{1}".format(
-                stored["namespace"], stored["name"])
+                stored["namespace"], stored["name"]) if stored else None
         removing = bool(params["remove_taint"]) and verdict["state"] == "passed"
         would_remove = removing and taint_removal(current, params["remove_taint"], GATE_TAINT_EFFECT) is not None
         recorded = event(verdict, current, now, params["event_instance"] or socket.gethostname()) \

@@ -228,6 +228,17 @@ def test_nvidia_smi_reader_asks_for_mig_devices_only_when_mig_is_on():
     assert inventory["gpus"][1]["mig_devices"] == []
 
 
+def test_a_failed_gpu_list_names_the_command_once():
+    run = FakeNvidiaSmi(read(SYNTHETIC / "smi-query-gpu-a100-mig.csv"), "")
+    answer = run.__call__
+
+    def list_fails(argv):
+        return (3, "", "Unable to list MIG devices") if argv[1] == "-L" else answer(argv)
+
+    with pytest.raises(smi.GpuInventoryError, match=r"^nvidia-smi -L failed \(rc=3\): Unable to list MIG devices$"):
+        smi.read_with_nvidia_smi(list_fails, "nvidia-smi")
+
+
 def test_nvidia_smi_reader_several_gpus_and_a_withheld_memory_value():
     run = FakeNvidiaSmi(read(SYNTHETIC / "smi-query-gpu-h20x2-noheader-nounits.csv"), read(SYNTHETIC / "smi-query-apps-h20x2.csv"))
     inventory = smi.read_with_nvidia_smi(run, "nvidia-smi")

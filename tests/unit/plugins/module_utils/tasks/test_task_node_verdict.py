@@ -133,6 +133,21 @@ def test_the_verdict_goes_to_the_status_as_a_strategic_merge_and_to_the_node_as_
     assert result["event"] == event[2]
 
 
+REPORT_CONFIGMAP = "gpuops.scheduling/gpu-preflight-report-configmap"
+
+
+def test_the_verdict_names_its_kept_report_and_a_verdict_without_one_removes_the_earlier_name(api):
+    node = a_node()
+    node["metadata"]["annotations"] = {REPORT_CONFIGMAP: "gpu-demo/gpu-demo-report-gpu-a2-earlier"}
+    kept = dict(PASSED, report_configmap={"namespace": "gpu-demo", "name": "gpu-demo-report-gpu-a2-now"})
+    for result, named in ((kept, "gpu-demo/gpu-demo-report-gpu-a2-now"), (PASSED, None)):
+        fake = api(FakeApi(node))
+        node_verdict.run(params(result=result), False, lambda message: None)
+        metadata, = [call for call in fake.calls if call[0] == "PATCH"]
+        # A merge patch: a string sets the annotation, null removes it; it is never left naming another run's report.
+        assert metadata[3]["metadata"]["annotations"][REPORT_CONFIGMAP] == named
+
+
 def dra_slice(node="gpu-a2", devices=("gpu-0", "gpu-1")):
     return {"metadata": {"name": "{0}-gpu.nvidia.com-x1".format(node)},
             "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
