@@ -19,7 +19,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// realGPU is one line of the machine's GPU table (tests/device/nvml_gpus.py writes it from NVML).
+// realGPU is one line of the machine's GPU table (tests/sim/nvml_gpus.py writes it from NVML).
 type realGPU struct {
 	UUID  string `json:"uuid"`
 	Index int    `json:"index"`
