@@ -113,10 +113,11 @@ def test_the_verdict_lives_on_the_node_through_the_kubelets_updates_and_names_th
     assert run.rc == 0, run.output[-3000:]
     wait_until(lambda: (recorder.seen or [(None,)])[-1][0] == "passed", 10, "the watch to see the verdict")
     seen = states(recorder.stop())
-    # Unknown while running, then True; never anything else.
+    # Unknown while running, then True; never anything else. The label changes before the condition, so the condition
+    # never says passed while the label does not.
     assert ("running", "Unknown") in seen and seen[-1] == ("passed", "True"), seen
     assert set(seen[seen.index(("running", "Unknown")):]) <= {
-        ("running", "Unknown"), ("running", "True"), ("passed", "True")}, seen
+        ("running", "Unknown"), ("passed", "Unknown"), ("passed", "True")}, seen
 
     found = node(sim)
     ours = conditions(found)[CONDITION]
@@ -290,3 +291,56 @@ def test_gate_lifts_the_startup_taint_after_a_pass_and_keeps_it_after_a_failure(
     assert not a["spec"].get("unschedulable")
     assert not [entry for entry in taints(a) + taints(node(sim, "gate-b")) if entry[2] == "NoExecute"]
     assert not sim.kubectl("get", "pods", "-A", "-l", MANAGED, "-o", "name").stdout.split()
+
+
+# Refuses any write that puts a passed verdict in the report annotation, and nothing else (the kubelet's and the
+# controllers' writes leave the annotation as it was): the API server then refuses the run's last write on the Node.
+REFUSE_PASSED = "gpuops-it-refuse-passed-verdicts"
+# The report annotation of object or oldObject, '' where it has none.
+ANNOTATION_OF = ("has({0}.metadata.annotations) && '%s' in {0}.metadata.annotations"
+                 " ? {0}.metadata.annotations['%s'] : ''") % (REPORT, REPORT)
+REFUSING_POLICY = {
+    "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+    "metadata": {"name": REFUSE_PASSED},
+    "spec": {
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                                                "resources": ["nodes"]}]},
+        "variables": [
+            {"name": "now", "expression": ANNOTATION_OF.format("object")},
+            {"name": "before", "expression": ANNOTATION_OF.format("oldObject")},
+        ],
+        "validations": [{"expression": "variables.now == variables.before"
+                                       " || !variables.now.contains('\"state\":\"passed\"')",
+                         "message": "this cluster refuses passed verdicts (integration test)"}],
+    },
+}
+REFUSING_BINDING = {
+    "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+    "metadata": {"name": REFUSE_PASSED}, "spec": {"policyName": REFUSE_PASSED, "validationActions": ["Deny"]},
+}
+
+
+def test_a_verdict_the_api_server_refuses_fails_the_run_naming_the_write(sim, tmp_path):
+    sim.use_topology("default")
+    refusing = {"apiVersion": "v1", "kind": "List", "items": [REFUSING_POLICY, REFUSING_BINDING]}
+    sim.kubectl("apply", "-f", "-", input=json.dumps(refusing))
+    try:
+        # The policy is in force once a passed verdict is refused (a server-side dry run changes nothing).
+        passed = json.dumps({"metadata": {"annotations": {REPORT: '{"state":"passed"}'}}})
+        wait_until(lambda: sim.kubectl("patch", "node", "prod102", "--type=merge", "--dry-run=server", "-p", passed,
+                                       check=False).returncode != 0, timeout=30)
+        run = run_demo(sim, tmp_path)
+    finally:
+        sim.kubectl("delete", "validatingadmissionpolicybinding", REFUSE_PASSED, "--ignore-not-found")
+        sim.kubectl("delete", "validatingadmissionpolicy", REFUSE_PASSED, "--ignore-not-found")
+    # The walk passed (its report says so), but a verdict that could not be written fails the run.
+    assert run.result is not None and run.result["passed"] is True, run.output[-3000:]
+    assert run.rc != 0, run.output[-3000:]
+    summary = json.loads((tmp_path / f"gpu-demo-fleet-{run.result['run_id']}.json").read_text())
+    row, = [row for row in summary["rows"] if row["node"] == "prod102"]
+    assert row["status"] == "failed", row
+    # Refused at its first write (the label and report), the verdict never reached the condition: still the run's Unknown.
+    assert conditions(node(sim))[CONDITION]["status"] == "Unknown" and node(sim)["metadata"]["labels"][LABEL] == "running"
+    said = json.dumps(row)
+    assert "Verdict | Write the verdict on the node" in said and "refuses passed verdicts" in said, row

@@ -88,8 +88,8 @@ def test_a_report_the_cluster_refused_to_keep_fails_the_run_and_is_named_nowhere
     node = json.loads(sim.kubectl("get", "node", "prod102", "-o", "json").stdout)
     assert node["metadata"]["annotations"][ANNOTATION] == f"{NAMESPACE}/{first.result['report_configmap']['name']}"
     # The namespace's quota then allows no ConfigMap: the API server refuses the next run's report.
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpuops-it-no-configmaps", "namespace": NAMESPACE},
-             "spec": {"hard": {"configmaps": "0"}}}
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota",
+             "metadata": {"name": "gpuops-it-no-configmaps", "namespace": NAMESPACE}, "spec": {"hard": {"configmaps": "0"}}}
     sim.kubectl("apply", "-f", "-", input=json.dumps(quota))
     try:
         (tmp_path / "refused").mkdir()

@@ -131,10 +131,13 @@ class NodeVerdict:
             return json.loads(self.api.create_event(body["metadata"]["namespace"], body).data)
 
     def write(self, writes):
+        # The label and annotations first, the condition (what the scheduler's users read) last: a write refused
+        # half-way never leaves the condition saying what the Node's label and report do not.
+        with explain_api_errors("write the pre-flight label and annotations on node {0}".format(self.node), self.host):
+            written = json.loads(self.api.patch_node(self.node, writes["metadata"], MERGE, field_manager=FIELD_MANAGER).data)
         with explain_api_errors("write the pre-flight condition on node {0} (nodes/status)".format(self.node), self.host):
             self.api.patch_node_status(self.node, writes["status"], STRATEGIC, field_manager=FIELD_MANAGER)
-        with explain_api_errors("write the pre-flight label and annotations on node {0}".format(self.node), self.host):
-            return json.loads(self.api.patch_node(self.node, writes["metadata"], MERGE, field_manager=FIELD_MANAGER).data)
+        return written
 
     def remove_taint(self, node, key, effect):
         """Remove our taint only; a list changed under us (the patch's test fails: 422, or 409) is read again."""

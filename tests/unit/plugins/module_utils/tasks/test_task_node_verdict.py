@@ -118,7 +118,8 @@ def test_the_verdict_goes_to_the_status_as_a_strategic_merge_and_to_the_node_as_
     fake = api(FakeApi(a_node()))
     result = node_verdict.run(params(result=PASSED, job="4411"), False, lambda message: None)
     assert result["changed"] and result["condition"]["status"] == "True" and result["verdict"]["job"] == "4411"
-    status, metadata = [call for call in fake.calls if call[0].startswith("PATCH")]
+    # The label and annotations first, the condition last.
+    metadata, status = [call for call in fake.calls if call[0].startswith("PATCH")]
     assert status[1:3] == ("application/strategic-merge-patch+json", "gpuops.scheduling")
     assert [entry["type"] for entry in status[3]["status"]["conditions"]] == ["gpuops.scheduling/GPUPreflightPassed"]
     assert metadata[1:3] == ("application/merge-patch+json", "gpuops.scheduling")
