@@ -36,14 +36,15 @@ options:
   node:
     description:
       - Name of the one node to report.
-      - The module fails when the node does not exist or advertises none of O(resource_names).
+      - The module fails when the node does not exist, or advertises none of O(resource_names) and (with O(dra)) has no
+        device in a ResourceSlice either.
       - When omitted, every node that advertises one of O(resource_names) or carries the label
         C(nvidia.com/gpu.present=true) is reported; other nodes are left out.
       - Mutually exclusive with O(nodes).
     type: str
   nodes:
     description:
-      - Names of a few nodes to report, as O(node) does for one; each must exist and advertise one of O(resource_names).
+      - Names of a few nodes to report, as O(node) does for one; each must exist and have GPUs as O(node) says.
       - Mutually exclusive with O(node).
     type: list
     elements: str

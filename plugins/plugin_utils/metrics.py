@@ -21,7 +21,7 @@ NODE_METRICS = (
     ("passed", "gauge", "1 if the node's last GPU pre-flight passed, 0 if it failed."),
     ("last_run_end_timestamp_seconds", "gauge", "When the node's last GPU pre-flight ended (Unix time)."),
     ("last_success_timestamp_seconds", "gauge", "When the node's last passed GPU pre-flight ended (Unix time)."),
-    ("occupied_window_seconds", "gauge", "How long the node's GPUs were held by the last pre-flight."),
+    ("occupied_window_seconds", "gauge", "How long the node's GPUs were held by the last pre-flight; NaN when it held none."),
     ("failed_checks", "gauge", "How many checks the node's last GPU pre-flight failed."),
 )
 OUTCOMES = ("passed", "failed", "not_run", "checked")
@@ -43,7 +43,9 @@ def node_samples(row, previous_success=None):
     ended = started + float(row.get("total_seconds") or 0) if started is not None else None
     window = row.get("window") or {}
     samples = {"passed": 1.0 if row["status"] == "passed" else 0.0, "last_run_end_timestamp_seconds": ended,
-               "occupied_window_seconds": window.get("seconds") if window.get("seconds") is not None else 0.0,
+               # NaN, not 0, when no GPU was held (a run refused before its hold ran): 0 would say it was held for no
+               # time, and an absent sample would leave a Pushgateway's earlier value standing.
+               "occupied_window_seconds": window.get("seconds"),
                "failed_checks": float(len(row.get("failed_checks") or []))}
     success = ended if row["status"] == "passed" else previous_success
     if success is not None:

@@ -29,6 +29,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.clie
     k8s_client,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.lease import lost_lock_message, utc_now
+from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.label_selector import selector_matcher
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledger import LedgerError, read_ledger
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import (
     CONDITIONS,
@@ -208,15 +209,14 @@ class PodWaiter:
         self.requests += 2
         node_pods = self.reader.list_pods(field_selector="spec.nodeName={0}".format(node))
         allocatable = node_allocatable(self.reader.get_node(node), resource)
-        selector = dict(label.split("=", 1) for label in self.params["label_selectors"] or [] if "=" in label)
+        matches = selector_matcher(self.selector) if self.selector else None
 
         def is_ours(pod):
             metadata = pod.get("metadata") or {}
             if metadata.get("namespace") != self.namespace:
                 return False
-            if selector:
-                labels = metadata.get("labels") or {}
-                return all(labels.get(key) == value for key, value in selector.items())
+            if matches:
+                return matches(metadata.get("labels"))
             return metadata.get("name") in self.names
 
         claim = foreign_claim(node_pods, allocatable, resource, self.claim_since, is_ours)
@@ -410,12 +410,19 @@ OPTIONS = dict(
 
 
 def check_params(params):
-    """Refuse, before any API call, a wait that names no pods or has an invalid log pattern."""
+    """Refuse, before any API call, a wait that names no pods or has an invalid selector or log pattern."""
     if not (params["names"] or params["label_selectors"]):
         raise TaskFailed("give names or label_selectors")
     if params["claim_resource"] and not (params["node"] and parse_time(params["claim_since"])):
         raise TaskFailed("claim_resource needs node (whose pods are read) and claim_since (when the unit was freed, an "
                          "RFC 3339 time), got node={0!r}, claim_since={1!r}".format(params["node"], params["claim_since"]))
+    if params["claim_resource"] and params["label_selectors"]:
+        # Read here too (which of the node's pods are the wait's own), so a selector this reader cannot read is refused
+        # before anything is waited for.
+        try:
+            selector_matcher(",".join(params["label_selectors"]))
+        except ValueError as error:
+            raise TaskFailed("label_selectors: {0}".format(error))
     if params["log_ready_pattern"]:
         try:
             re.compile(params["log_ready_pattern"])

@@ -7,6 +7,7 @@ parser; a failed node keeps the last success an earlier file held; a push to not
 
 import copy
 import json
+import math
 import socket
 from pathlib import Path
 
@@ -38,6 +39,8 @@ def test_each_node_and_the_run_in_the_textfile_format():
     ended = families[p + "last_run_end_timestamp_seconds"][a2]
     assert families[p + "last_success_timestamp_seconds"] == {a2: ended}, "only a node that passed has a success"
     assert families[p + "occupied_window_seconds"][a2] == PASSED["durations"]["occupied_window"]
+    # Refused before its hold ran, a4 held no GPU: no window (NaN), not a window of 0 s.
+    assert NOT_READY["durations"]["occupied_window"] is None and math.isnan(families[p + "occupied_window_seconds"][a4])
     assert families[p + "failed_checks"] == {a2: 0.0, a4: float(len(NOT_READY["failed_checks"]))}
     assert families[p + "nodes"] == {(("outcome", "passed"),): 1.0, (("outcome", "failed"),): 1.0,
                                      (("outcome", "not_run"),): 1.0, (("outcome", "checked"),): 0.0}

@@ -365,6 +365,27 @@ def test_no_claim_while_a_unit_is_free_or_the_holder_is_older_or_ours():
                           claim_since="2026-10-12T08:01:09.500Z"), api, reader=NodePodsReader(two, [gpu_pod("t", "ml")]))["met"]
 
 
+def test_a_pod_the_wait_selects_with_inequalities_and_sets_is_its_own_not_a_claim():
+    # The run's queue pod, bound after the release, selected by the wait as the API server selects (!=, notin).
+    queue = make_pod("gpu-demo-queue", scheduled="Unschedulable")
+    queue["metadata"]["labels"] = {"app": "gpu-demo", "role": "queue"}
+    ours = gpu_pod("gpu-demo-queue", "gpu-operator")
+    ours["metadata"]["labels"] = dict(queue["metadata"]["labels"])
+    done = make_pod("gpu-demo-queue", phase="Succeeded", node="prod102", scheduled=True, rv="6")
+    done["metadata"]["labels"] = dict(queue["metadata"]["labels"])
+    api = FakeApi(pods=[queue], watches=[[("MODIFIED", done)]])
+    module = FakeModule(label_selectors=["app=gpu-demo", "role!=hold", "role notin (probe, hold)"], count=1,
+                        condition="succeeded", node="prod102", claim_resource="nvidia.com/gpu",
+                        claim_since="2026-10-12T08:01:09.500Z")
+    assert run(module, api, reader=NodePodsReader(NODE_1_GPU, [ours]))["met"]
+
+
+def test_a_selector_the_wait_cannot_read_is_refused_before_any_call():
+    with pytest.raises(pod_wait.TaskFailed, match=r"label_selectors: 'role in hold' is not a label selector requirement"):
+        pod_wait.check_params(FakeModule(label_selectors=["role in hold"], condition="succeeded", node="prod102",
+                                         claim_resource="nvidia.com/gpu", claim_since="2026-10-12T08:01:09.500Z").params)
+
+
 def test_claim_resource_needs_a_node_and_a_time():
     with pytest.raises(pod_wait.TaskFailed, match="claim_resource needs node"):
         pod_wait.check_params(FakeModule(names=["q"], condition="succeeded", claim_resource="nvidia.com/gpu").params)
