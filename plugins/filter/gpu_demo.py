@@ -19,7 +19,7 @@ import functools
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import link_failed_checks
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import choose_allocation, run_objects
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import choose_allocation, judge_claims_gone, run_objects
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.cleanup import judge_cleanup
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report import (
     demo_timeline,
@@ -63,6 +63,8 @@ gpu_demo_timeline = _refusing("gpu_demo_timeline", TypeError, ValueError, KeyErr
 gpu_demo_evidence = _refusing("gpu_demo_evidence", TypeError, ValueError)(hold_evidence)
 # ResourceClaims / ResourceClaimTemplates -> the names of those of the run (its labels, or owned by its pods).
 gpu_demo_run_claims = _refusing("gpu_demo_run_claims", TypeError, AttributeError)(run_objects)
+# The registered lists of the run's ResourceClaims and ResourceClaimTemplates -> the cleanup's claims_gone check.
+gpu_demo_claims_gone = _refusing("gpu_demo_claims_gone", TypeError, AttributeError)(judge_claims_gone)
 # A node's report ConfigMaps (listed by label) -> the names of the oldest, so that ``kept`` remain.
 gpu_demo_reports_to_prune = _refusing("gpu_demo_reports_to_prune",
                                       ReportStoreError, TypeError, ValueError, AttributeError, KeyError)(to_prune)
@@ -189,6 +191,7 @@ class FilterModule(object):
             "gpu_demo_walk": gpu_demo_walk,
             "gpu_demo_cleanup": gpu_demo_cleanup,
             "gpu_demo_run_claims": gpu_demo_run_claims,
+            "gpu_demo_claims_gone": gpu_demo_claims_gone,
             "gpu_demo_fleet_verdicts": gpu_demo_fleet_verdicts,
             "gpu_demo_check_links": gpu_demo_check_links,
             "gpu_demo_report": gpu_demo_report,

@@ -176,6 +176,19 @@ def run_objects(objects, run_id, node, pod_uids):
     return sorted(names)
 
 
+def judge_claims_gone(list_results, run_id, node, pod_uids, namespace):
+    """The cleanup's check that no DRA object of the run is left, from the registered list of each kind (a loop's
+    results). A list that failed establishes nothing: the check fails with the API's answer, never says none is left."""
+    unread = [result.get("msg") or "failed" for result in list_results if result.get("failed")]
+    if unread:
+        return check("claims_gone", False, "could not list the claims and templates of {0}: {1}".format(
+            namespace, "; ".join(unread)))
+    left = run_objects([item for result in list_results for item in result.get("resources") or []], run_id, node, pod_uids)
+    if left:
+        return check("claims_gone", False, "left in {0}: {1}".format(namespace, ", ".join(left)))
+    return check("claims_gone", True, "no ResourceClaim or ResourceClaimTemplate of the run is left in {0}".format(namespace))
+
+
 def judge_prepared_devices(summary, entry, hold_names):
     """Each hold pod saw exactly the GPUs of the devices its claims were allocated (``entry``: class_entry read
     while the hold runs; ``summary``: report.hold_summary). A driver that prepares another device than the

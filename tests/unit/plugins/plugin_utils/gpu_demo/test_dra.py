@@ -309,6 +309,24 @@ def test_the_runs_claims_are_found_by_label_or_by_owner():
         "ResourceClaim/gpu-demo-hold-extended-resources-x", "ResourceClaimTemplate/gpu-demo-hold"]
 
 
+def test_claims_gone_says_what_is_left_and_never_gone_for_a_list_that_failed():
+    template = {"kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-demo-hold", "labels": {
+        "gpuops.scheduling/run-id": "r1", "gpuops.scheduling/node": "prod102"}}}
+    foreign = {"kind": "ResourceClaim", "metadata": {"name": "vllm-gpu-y", "ownerReferences": [{"uid": "pod-vllm"}]}}
+    listed = [{"failed": False, "resources": [foreign]}, {"failed": False, "resources": []}]
+    gone = dra.judge_claims_gone(listed, "r1", "prod102", ["pod-1"], "gpu-operator")
+    assert (gone["id"], gone["phase"], gone["passed"]) == ("claims_gone", "cleanup", True)
+    assert gone["detail"] == "no ResourceClaim or ResourceClaimTemplate of the run is left in gpu-operator"
+    left = dra.judge_claims_gone([listed[0], {"resources": [template]}], "r1", "prod102", ["pod-1"], "gpu-operator")
+    assert (left["passed"], left["detail"]) == (False, "left in gpu-operator: ResourceClaimTemplate/gpu-demo-hold")
+    # The templates could not be listed (the claims could): nothing is said gone that was not read.
+    refused = {"failed": True, "msg": "resourceclaimtemplates is forbidden: User \"ci\" cannot list", "resources": []}
+    unread = dra.judge_claims_gone([listed[0], refused], "r1", "prod102", ["pod-1"], "gpu-operator")
+    assert unread["passed"] is False
+    assert unread["detail"] == ('could not list the claims and templates of gpu-operator: resourceclaimtemplates is '
+                                'forbidden: User "ci" cannot list')
+
+
 def two_gpus():
     """prod102's recorded slice with a second GPU, gpu-1."""
     item = copy.deepcopy(SLICES[0])
