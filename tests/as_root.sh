@@ -1,6 +1,20 @@
 # shellcheck shell=bash
 # Sourced by the scripts that apt-get install a Debian package the tests need (browser.sh, pushgateway.sh, promtool.sh).
 
+# given_or_locked NAME VARIABLE: exits when the environment variable VARIABLE names the binary to use (nothing is
+# installed); else takes the install lock ~/.cache/gpuops-NAME.lock, held until the script exits: one install at a time
+# (CI starts one beside its first stages, and a make target asks again), the second waits and then finds the first's.
+given_or_locked() {
+  if [ -n "${!2:-}" ]; then
+    log "using $2=${!2}"
+    exit 0
+  fi
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}"
+  mkdir -p "$cache"
+  exec 9>"$cache/gpuops-$1.lock"
+  flock 9
+}
+
 # can_install PACKAGE: returns when apt-get can install it here (as root, or through `sudo -n`); otherwise says what
 # to install by hand and exits.
 can_install() {

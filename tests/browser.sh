@@ -6,15 +6,9 @@ set -euo pipefail
 
 log() { printf '[browser] %s\n' "$*"; }
 
-if [ -n "${GPUOPS_CHROMIUM:-}" ]; then
-  log "using GPUOPS_CHROMIUM=$GPUOPS_CHROMIUM"
-  exit 0
-fi
-# One install at a time (CI starts one beside its first stages, and `make integration` asks again): the second waits,
-# then finds the first one's chromium.
-mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}"
-exec 9>"${XDG_CACHE_HOME:-$HOME/.cache}/gpuops-browser.lock"
-flock 9
+# shellcheck source=as_root.sh
+. "$(dirname "$0")/as_root.sh"
+given_or_locked browser GPUOPS_CHROMIUM
 for name in chromium chromium-browser; do
   if command -v "$name" >/dev/null 2>&1; then
     log "found $(command -v "$name"): $("$name" --version 2>/dev/null | head -1)"
@@ -22,8 +16,6 @@ for name in chromium chromium-browser; do
   fi
 done
 
-# shellcheck source=as_root.sh
-. "$(dirname "$0")/as_root.sh"
 can_install chromium
 # The packages are kept in ~/.cache/gpuops-browser/<distribution>-<architecture>/chromium-<version>/ and installed
 # from there the next time (no index update, no download): the newest kept version for this distribution.

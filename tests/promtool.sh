@@ -6,19 +6,13 @@ set -euo pipefail
 
 log() { printf '[promtool] %s\n' "$*"; }
 
-if [ -n "${GPUOPS_PROMTOOL:-}" ]; then
-  log "using GPUOPS_PROMTOOL=$GPUOPS_PROMTOOL"
-  exit 0
-fi
-mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}"
-exec 9>"${XDG_CACHE_HOME:-$HOME/.cache}/gpuops-promtool.lock"
-flock 9
+# shellcheck source=as_root.sh
+. "$(dirname "$0")/as_root.sh"
+given_or_locked promtool GPUOPS_PROMTOOL
 if command -v promtool >/dev/null 2>&1; then
   log "found $(command -v promtool)"
   exit 0
 fi
-# shellcheck source=as_root.sh
-. "$(dirname "$0")/as_root.sh"
 can_install prometheus
 started=$SECONDS
 # Prometheus itself must not start: it would listen on every address; only its promtool is used.

@@ -6,21 +6,15 @@ set -euo pipefail
 
 log() { printf '[pushgateway] %s\n' "$*"; }
 
-if [ -n "${GPUOPS_PUSHGATEWAY:-}" ]; then
-  log "using GPUOPS_PUSHGATEWAY=$GPUOPS_PUSHGATEWAY"
-  exit 0
-fi
-mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}"
-exec 9>"${XDG_CACHE_HOME:-$HOME/.cache}/gpuops-pushgateway.lock"
-flock 9
+# shellcheck source=as_root.sh
+. "$(dirname "$0")/as_root.sh"
+given_or_locked pushgateway GPUOPS_PUSHGATEWAY
 for name in prometheus-pushgateway pushgateway; do
   if command -v "$name" >/dev/null 2>&1; then
     log "found $(command -v "$name")"
     exit 0
   fi
 done
-# shellcheck source=as_root.sh
-. "$(dirname "$0")/as_root.sh"
 can_install prometheus-pushgateway
 started=$SECONDS
 # The package's service must not start: it would listen on every address (the test runs its own on 127.0.0.1).
