@@ -91,6 +91,8 @@ class PodWaiter:
         self.namespace = params["namespace"]
         self.names = params["names"] or []
         self.selector = ",".join(params["label_selectors"] or []) or None
+        # Which of the node's pods are the wait's own (the claim check), read once; check_params refused a bad selector.
+        self.selects = selector_matcher(self.selector) if self.selector and params.get("claim_resource") else None
         self.requests = 0
         self.started = self.clock()
         self.deadline = self.started + params["timeout"]
@@ -209,14 +211,12 @@ class PodWaiter:
         self.requests += 2
         node_pods = self.reader.list_pods(field_selector="spec.nodeName={0}".format(node))
         allocatable = node_allocatable(self.reader.get_node(node), resource)
-        matches = selector_matcher(self.selector) if self.selector else None
-
         def is_ours(pod):
             metadata = pod.get("metadata") or {}
             if metadata.get("namespace") != self.namespace:
                 return False
-            if matches:
-                return matches(metadata.get("labels"))
+            if self.selects:
+                return self.selects(metadata.get("labels"))
             return metadata.get("name") in self.names
 
         claim = foreign_claim(node_pods, allocatable, resource, self.claim_since, is_ours)
