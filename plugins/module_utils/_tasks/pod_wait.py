@@ -211,6 +211,7 @@ class PodWaiter:
         self.requests += 2
         node_pods = self.reader.list_pods(field_selector="spec.nodeName={0}".format(node))
         allocatable = node_allocatable(self.reader.get_node(node), resource)
+
         def is_ours(pod):
             metadata = pod.get("metadata") or {}
             if metadata.get("namespace") != self.namespace:
