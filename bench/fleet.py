@@ -1,4 +1,5 @@
-"""Fleet pre-flight: playbooks/gpu_demo.yml over 1, 10 and 50 fake GPU nodes, nodes in parallel.
+"""Fleet pre-flight: playbooks/gpu_demo.yml over 1, 10 and 50 fake GPU nodes, nodes in parallel, each size ``runs``
+times (the row is the median run by CPU-seconds per node).
 
 The documented parallel setting: `-e gpu_demo_parallel=true` (every node in one batch) with
 `--forks` = the number of nodes at once. Each fleet is a topology of N one-GPU nodes on the default
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,14 +78,25 @@ def sim_env() -> dict:
     return json.loads((Path(os.environ.get("GPUOPS_SIM_DIR") or CHECKOUT / ".sim") / "env.json").read_text())
 
 
-def main(counts=(1, 10, 50), forks: int = 10) -> list:
+def median_run(samples: list) -> dict:
+    """The samples' medians, key by key (seconds and CPU-seconds are medians of their own)."""
+    row = dict(samples[0], runs=len(samples))
+    for key in ("seconds", "nodes_per_minute", "controller_cpu_seconds", "controller_cpu_seconds_per_node"):
+        row[key] = statistics.median(sample[key] for sample in samples)
+    return row
+
+
+def main(counts=(1, 10, 50), forks: int = 10, runs: int = 3) -> list:
     sim = sim_env()
     rows = []
     with tempfile.TemporaryDirectory(prefix="gpuops-fleet-") as workdir:
         try:
             for count in counts:
-                rows.append(run_fleet(count, forks, sim, Path(workdir)))
-                print(f"[bench] fleet {rows[-1]}", flush=True)
+                samples = []
+                for index in range(runs):
+                    samples.append(run_fleet(count, forks, sim, Path(workdir)))
+                    print(f"[bench] fleet {index + 1}/{runs} {samples[-1]}", flush=True)
+                rows.append(median_run(samples))
         finally:
             subprocess.run([*SIMCTL, "topology", "default"], check=True, stdout=subprocess.DEVNULL)
     return rows

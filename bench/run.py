@@ -1,12 +1,13 @@
 """`make bench`: every benchmark in one run, a table on stdout, results and a plot in bench/results/.
 
-  1. occupied window and whole run: playbooks/gpu_demo.yml against the kubectl reference script
+  1. occupied window and whole run: playbooks/gpu_demo.yml against the kubectl reference script, on a quiet machine and
+     with every core kept busy by a load the bench starts itself (as on a shared AWX execution node)
   2. ledger at scale: gpu_ledger_facts over 100 / 500 / 2,000 fake GPU nodes (10 pods each)
-  3. fleet pre-flight: the playbook over 1 / 10 / 50 fake GPU nodes in parallel
+  3. fleet pre-flight: the playbook over 1 / 10 / 50 fake GPU nodes in parallel, each size --fleet-runs times (medians)
   4. the run's summary for 500 nodes (no cluster): bench/fleet_summary.py
   5. (only when asked: --only scale, or `make bench-scale`) the ledger at 5,000 nodes / 150,000 pods: bench/ledger_big.py
 
-Usage: run.py [--only window ledger fleet summary scale] [--runs 5]
+Usage: run.py [--only window ledger fleet summary scale] [--runs 5] [--fleet-runs 3]
 """
 from __future__ import annotations
 
@@ -28,9 +29,11 @@ import occupied_window  # noqa: E402  pylint: disable=wrong-import-position
 import plot  # noqa: E402  pylint: disable=wrong-import-position
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# The card's: the GPUs held no longer than the kubectl script holds them, the whole run within 2.5x its time.
-TARGETS = {"occupied_ratio": 1.0, "total_ratio": 2.5, "ledger_2000_s": 2.0, "ledger_list_calls": 3, "fleet_50_s": 180, "fleet_cpu_per_node_s": 5,
-           "summary_500_s": fleet_summary.TARGET_S}
+# The GPUs held no longer than the kubectl script holds them, the whole run within 2x its time on a quiet machine and 3x
+# with every core busy; at most 6 CPU-seconds of the controller a node in a fleet, 50 nodes in 300 s (forks 10); a
+# passing node at most 40 tasks (the recap's ok, which counts the changed ones, and skipped).
+TARGETS = {"occupied_ratio": 1.0, "total_ratio": 2.0, "total_ratio_busy": 3.0, "ledger_2000_s": 2.0, "ledger_list_calls": 3,
+           "fleet_50_s": 300, "fleet_cpu_per_node_s": 6, "tasks": 40, "summary_500_s": fleet_summary.TARGET_S}
 
 
 def machine() -> dict:
@@ -52,15 +55,25 @@ def machine() -> dict:
 
 def table(results: dict) -> str:
     lines = []
-    window = results.get("window")
-    if window:
+    for key, machine_state in (("window", "quiet machine"), ("window_busy", "every core busy")):
+        window = results.get(key)
+        if not window:
+            continue
         median = window["median"]
-        lines += ["| occupied window (median of %d) | playbook | kubectl reference | ratio | target |" % window["runs"],
+        total_target = TARGETS["total_ratio_busy" if window.get("busy") else "total_ratio"]
+        lines += ["| %s (median of %d) | playbook | kubectl reference | ratio | target |" % (machine_state, window["runs"]),
                   "| --- | ---: | ---: | ---: | ---: |",
                   "| GPUs held | %.2f s | %.2f s | %.2f | <= %.1f |" % (
                       median["playbook"]["occupied_s"], median["kubectl"]["occupied_s"], window["occupied_ratio"], TARGETS["occupied_ratio"]),
                   "| whole run | %.2f s | %.2f s | %.2f | <= %.1f |" % (
-                      median["playbook"]["total_s"], median["kubectl"]["total_s"], window["total_ratio"], TARGETS["total_ratio"]), ""]
+                      median["playbook"]["total_s"], median["kubectl"]["total_s"], window["total_ratio"], total_target),
+                  "| CPU-seconds | %.1f | %.1f | %.1f | |" % (
+                      median["playbook"]["cpu_s"], median["kubectl"]["cpu_s"],
+                      median["playbook"]["cpu_s"] / max(median["kubectl"]["cpu_s"], 0.01)), ""]
+        if window.get("tasks"):
+            tasks = window["tasks"]
+            lines += ["Tasks on the passing node (play recap): ok %(ok)d (of which changed %(changed)d), skipped %(skipped)d" % tasks
+                      + ": %d, target <= %d." % (tasks["ok"] + tasks["skipped"], TARGETS["tasks"]), ""]
     if results.get("ledger"):
         lines += ["| ledger: nodes | pods | ansible task | read + sums | list calls | HTTP requests | peak MiB |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -68,9 +81,9 @@ def table(results: dict) -> str:
                   for row in results["ledger"]]
         lines.append("")
     if results.get("fleet"):
-        lines += ["| fleet: nodes | forks | seconds | nodes / minute | controller CPU-s | CPU-s / node |",
-                  "| ---: | ---: | ---: | ---: | ---: | ---: |"]
-        lines += ["| %(nodes)d | %(forks)d | %(seconds).1f | %(nodes_per_minute).1f | %(controller_cpu_seconds).1f "
+        lines += ["| fleet: nodes | forks | runs | seconds (median) | nodes / minute | controller CPU-s | CPU-s / node (median) |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += ["| %(nodes)d | %(forks)d | %(runs)d | %(seconds).1f | %(nodes_per_minute).1f | %(controller_cpu_seconds).1f "
                   "| %(controller_cpu_seconds_per_node).2f |" % row for row in results["fleet"]]
         lines += ["", "Controller CPU-seconds per node (ansible-playbook, its forks and the modules they ran): target <= %s."
                   % TARGETS["fleet_cpu_per_node_s"], ""]
@@ -95,14 +108,16 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", choices=["window", "ledger", "fleet", "summary", "scale"],
                         default=["window", "ledger", "fleet", "summary"])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--fleet-runs", type=int, default=3)
     options = parser.parse_args()
     results = {"machine": machine()}
     if "window" in options.only:
         results["window"] = occupied_window.main(options.runs)
+        results["window_busy"] = occupied_window.main(options.runs, busy=True)
     if "ledger" in options.only:
         results["ledger"] = ledger_scale.main()
     if "fleet" in options.only:
-        results["fleet"] = fleet.main()
+        results["fleet"] = fleet.main(runs=options.fleet_runs)
     if "scale" in options.only:
         results["scale"] = ledger_big.main()
     if "summary" in options.only:

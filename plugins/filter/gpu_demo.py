@@ -25,14 +25,11 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report 
     demo_timeline,
     hold_evidence,
 )
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.preflight import judge_admission, judge_node
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report_store import (
-    ReportStoreError,
-    configmap,
-    to_prune,
-)
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.preflight import (
+    judge_admission, judge_node, verdict_access_check)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report_store import ReportStoreError, configmap
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, freshness, report_configmaps, run_id
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.walk import PHASES, judge_walk
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.walk import PHASES, judge_walk, reached_phase
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
 
 
@@ -65,13 +62,10 @@ gpu_demo_evidence = _refusing("gpu_demo_evidence", TypeError, ValueError)(hold_e
 gpu_demo_run_claims = _refusing("gpu_demo_run_claims", TypeError, AttributeError)(run_objects)
 # The registered lists of the run's ResourceClaims and ResourceClaimTemplates -> the cleanup's claims_gone check.
 gpu_demo_claims_gone = _refusing("gpu_demo_claims_gone", TypeError, AttributeError)(judge_claims_gone)
-# A node's report ConfigMaps (listed by label) -> the names of the oldest, so that ``kept`` remain.
-gpu_demo_reports_to_prune = _refusing("gpu_demo_reports_to_prune",
-                                      ReportStoreError, TypeError, ValueError, AttributeError, KeyError)(to_prune)
 
-
-def gpu_demo_preflight(ledger_result, vllm_result, **settings):
-    """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks.
+def gpu_demo_preflight(ledger_result, vllm_result, verdict_access=None, **settings):
+    """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks;
+    with node_verdict's access answer (``verdict_access``), whether the verdict can be written is one of them.
 
     Given ``device_class`` and ``extended_resource`` rather than ``allocation`` and ``resource``, the walk's way is
     chosen here (dra.choose_allocation: gpu_demo_allocation, and for auto the node's own) and the before-state says it."""
@@ -84,9 +78,11 @@ def gpu_demo_preflight(ledger_result, vllm_result, **settings):
                         resource=settings["device_class"] if allocation == "dra" else settings["extended_resource"])
     _require_settings("gpu_demo_preflight", PREFLIGHT_SETTINGS, settings)
     try:
-        return judge_node(ledger_result, vllm_result, settings)
+        judged = judge_node(ledger_result, vllm_result, settings)
+        permitted = verdict_access_check(settings["node"], verdict_access)
     except (TypeError, ValueError, KeyError, AttributeError) as error:
         raise AnsibleFilterError("gpu_demo_preflight: {0}".format(error)) from error
+    return dict(judged, checks=judged["checks"] + [permitted]) if permitted else judged
 
 
 PREFLIGHT_SETTINGS = ("node", "resource", "namespace", "pod_names", "hold_mode", "hold_seconds", "timeout",
@@ -94,28 +90,41 @@ PREFLIGHT_SETTINGS = ("node", "resource", "namespace", "pod_names", "hold_mode",
 
 
 @_refusing("gpu_demo_admission", TypeError, ValueError, KeyError, AttributeError)
-def gpu_demo_admission(dry_run_result, priority_class, create_priority_class):
-    """The pre-flight's dry run (kubernetes.core.k8s in check mode) -> whether the PriorityClass is missing, the checks."""
-    if not isinstance(dry_run_result, dict):
-        raise AnsibleFilterError("gpu_demo_admission: expects the registered result of the pre-flight's kubernetes.core.k8s "
-                                 "dry run (a dict)")
-    return judge_admission(dry_run_result, priority_class, create_priority_class)
+def gpu_demo_admission(admission_result, priority_class, create_priority_class, leftovers=None):
+    """The pre-flight's dry run (pod_admission's result) -> whether the PriorityClass is missing, the checks; names taken
+    by ``leftovers`` (the pods an earlier run left, removed before the walk) are no refusal."""
+    if not isinstance(admission_result, dict) or not isinstance(leftovers or [], list):
+        raise AnsibleFilterError("gpu_demo_admission: expects the registered result of the pre-flight's pod_admission "
+                                 "(a dict) and the names of the pods an earlier run left (a list)")
+    return judge_admission(admission_result, priority_class, create_priority_class, leftovers or [])
 
 
 @_refusing("gpu_demo_walk", TypeError, ValueError, KeyError, AttributeError)
-def gpu_demo_walk(waits, manifests, plan, hold_removal=None, phase=None, judged=None, **settings):
-    """The walk's registered results -> each step's result, the hold's and the queue's evidence, the walk's checks;
-    with ``phase``, that phase judged on top of ``judged`` (the judgement of the phases before it)."""
+def gpu_demo_walk(waits, manifests, plan, hold_removal=None, started=None, **settings):
+    """The walk's registered results -> each step's result, the hold's and the queue's evidence, the walk's checks.
+
+    ``started``: the registered results of each phase's first step (the hold's creation, the queue's, the hold's
+    deletion), in that order: the walk is judged through the last phase that started (walk.reached_phase); without
+    it, every phase."""
     _require_settings("gpu_demo_walk", WALK_SETTINGS, settings)
-    if phase not in (None,) + PHASES:
-        raise AnsibleFilterError("gpu_demo_walk: phase must be one of {0}".format(", ".join(PHASES)))
-    if not all(isinstance(value, dict) for value in (waits, manifests, plan, hold_removal or {}, judged or {})):
+    if not all(isinstance(value, dict) for value in (waits, manifests, plan, hold_removal or {})):
         raise AnsibleFilterError("gpu_demo_walk: expects the walk's registered pod_wait results by step name, the rendered "
                                  "manifests, the pre-flight's plan and the hold's registered kubernetes.core.k8s deletion (dicts)")
-    return judge_walk(waits, manifests, plan, settings, hold_removal, phase, judged)
+    if started is not None and not isinstance(started, list):
+        raise AnsibleFilterError("gpu_demo_walk: started must be the list of each phase's first registered step")
+    through = PHASES[-1] if started is None else reached_phase(started)
+    return judge_walk(waits, manifests, plan, settings, hold_removal, through)
 
 
 WALK_SETTINGS = ("node", "resource", "namespace", "queue_name")
+
+
+def gpu_demo_phase(steps):
+    """[[phase, registered result of a step that may begin it], ...] in the run's order -> the phase the run reached
+    (walk.reached_phase): a failure belongs to it, whatever its task is called; "run" when no phase began."""
+    if not isinstance(steps, list) or not all(isinstance(step, (list, tuple)) and len(step) == 2 for step in steps):
+        raise AnsibleFilterError("gpu_demo_phase: expects [phase, registered result] pairs")
+    return reached_phase([result for _phase, result in steps], [phase for phase, _result in steps]) or "run"
 
 
 @_refusing("gpu_demo_cleanup", TypeError, ValueError, KeyError, AttributeError)
@@ -189,6 +198,7 @@ class FilterModule(object):
             "gpu_demo_preflight": gpu_demo_preflight,
             "gpu_demo_admission": gpu_demo_admission,
             "gpu_demo_walk": gpu_demo_walk,
+            "gpu_demo_phase": gpu_demo_phase,
             "gpu_demo_cleanup": gpu_demo_cleanup,
             "gpu_demo_run_claims": gpu_demo_run_claims,
             "gpu_demo_claims_gone": gpu_demo_claims_gone,
@@ -197,5 +207,4 @@ class FilterModule(object):
             "gpu_demo_report": gpu_demo_report,
             "gpu_demo_run_id": gpu_demo_run_id,
             "gpu_demo_report_configmap": gpu_demo_report_configmap,
-            "gpu_demo_reports_to_prune": gpu_demo_reports_to_prune,
         }

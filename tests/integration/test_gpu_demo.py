@@ -293,7 +293,7 @@ def test_failure_mid_run_deletes_every_pod_and_names_the_failed_check(sim, topol
         watcher.join(timeout=10)
         assert run.rc != 0, run.output[-3000:]
         assert "queue_ran_on_node" in run.result["failed_checks"], run.result["failed_checks"]
-        assert run.result["failure"]["task"].startswith("Release")
+        assert run.result["failure"]["task"].startswith("Release") and run.result["failure"]["phase"] == "release"
         # Named at once (not at the timeout): the pod that took the unit, and that it is left alone.
         detail = run.check("queue_ran_on_node")["detail"]
         assert "pod default/it-blocker (priority 1000, PriorityClass it-blocker) was bound to node prod102" in detail, detail

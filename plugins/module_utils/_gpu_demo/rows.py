@@ -23,28 +23,15 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks
 STATUSES = ("failed", "not_run", "checked", "passed")
 # The order a run goes through; a failure's phase sorts by it.
 PHASES = ("input", "lock", "preflight", "prepare", "probe", "hold", "queue", "release", "cleanup", "report", "run")
-# A role task's name starts with its phase ("Preflight | Refuse a node ..."); these prefixes are not phase names.
-TASK_PHASES = {"delete": "release", "leftovers": "prepare", "node": "preflight"}
 STORY = (("preflight", None), ("hold", "hold_running"), ("queue", "queue_refused"),
          ("release", "release_to_queue_succeeded"), ("cleanup", "delete"))
 MIB = 1024 * 1024
 
 
-def phase_of_task(task):
-    """The phase a failed task belongs to, from the role's task names ("Preflight | ...") or the role's
-    argument validation ("input")."""
-    name = (task or "").strip()
-    if not name:
-        return "run"
-    if "argument" in name.lower() and "spec" in name.lower():
-        return "input"
-    if " | " in name:
-        prefix = name.split(" | ", 1)[0].strip().lower()
-        prefix = prefix.split(" : ")[-1]
-        prefix = TASK_PHASES.get(prefix, prefix)
-        if prefix in PHASES:
-            return prefix
-    return "run"
+def _phase(failure):
+    """The phase a failure belongs to, as the role (or the play's rescue) recorded it: "run" when it did not say."""
+    phase = failure.get("phase")
+    return phase if phase in PHASES else "run"
 
 
 def _relative(path, report_dir):
@@ -137,7 +124,7 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHEC
     """One node's row: its status, where and why it failed, what it held and saw.
 
     ``result`` is the role's result for the node (``_gpu_demo_result``: the per-node JSON report), ``failure`` the
-    play's record {task, message} of a failure that happened outside the role's own report (bad input, for one).
+    play's record {phase, task, message} of a failure that happened outside the role's own report (bad input, for one).
     Each failed check links to its entry on the checks page: the URL the run's report gave it, else
     ``checks_url#<id>``. A node checked in check mode, or without a result, gets its reason from the summary.
     """
@@ -157,7 +144,7 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHEC
         else:
             row["status"] = "failed"
             first = failed[0] if failed else None
-            row["phase"] = first.get("phase") if first else phase_of_task(error.get("task"))
+            row["phase"] = first.get("phase") if first else _phase(error)
             row["check"] = first.get("id") if first else None
             row["reason"] = (first.get("detail") if first else None) or error.get("message") or "error"
             row["task"] = error.get("task")
@@ -186,7 +173,7 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHEC
             gate={"taint": result["gate"].get("taint"), "present": bool(result["gate"].get("present"))} if result.get("gate") else None)
         row["check_url"] = row["checks"][0]["url"] if row["checks"] else None
     elif isinstance(failure, dict) and failure:
-        row.update(status="failed", phase=phase_of_task(failure.get("task")), task=failure.get("task"),
+        row.update(status="failed", phase=_phase(failure), task=failure.get("task"),
                    reason=failure.get("message") or "error", message=failure.get("message"))
         row["steps"] = [{"phase": row["phase"], "state": "failed", "seconds": None}]
     return row

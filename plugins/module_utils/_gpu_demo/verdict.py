@@ -366,7 +366,7 @@ def result_of_verdict(verdict):
     return {
         "node": verdict.get("node"), "run_id": verdict.get("run_id"), "resource": verdict.get("resource"),
         "check_mode": False, "passed": not failed, "checks": checks,
-        "failure": {"task": verdict.get("task") or (verdict.get("phase") or "run").capitalize() + " | verdict",
+        "failure": {"phase": verdict.get("phase") or "run", "task": verdict.get("task"),
                     "message": verdict.get("detail") or "failed"} if failed and not checks else None,
         "hold": {"units_seen": verdict.get("units"),
                  "units": [{"uuid": gpu.get("uuid"), "gpu_name": gpu.get("name"), "kind": gpu.get("kind")}

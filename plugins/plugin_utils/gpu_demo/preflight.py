@@ -18,14 +18,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import re
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check, not_judged
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import (
     ALLOCATIONS, choose_dra_request, devices_held, extended_resource_check)
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.judging import (
-    joined, k8s_objects, pod_ids, reason, resource_entry, unique)
+    joined, pod_ids, resource_entry, unique)
 
 # A node name that also fits in a label value (the pods carry it in gpuops.scheduling/node).
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")
@@ -372,45 +371,41 @@ def _example_toleration(taint):
     return "{{key: {0}, operator: Exists, effect: {1}}}".format(taint.get("key"), taint.get("effect"))
 
 
-STATUS_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
-
-
-def api_status_message(text):
-    """The message of the API server's Status that a kubernetes.core error quotes (``Failed to create object: b'{...}'``),
-    else the text as it is."""
-    # The Status is quoted as Python bytes: its JSON escapes arrive with their backslashes doubled.
-    match = STATUS_MESSAGE.search((text or "").replace("\\\\", "\\"))
-    if not match:
-        return text
-    try:
-        return json.loads('"{0}"'.format(match.group(1)))
-    except ValueError:
-        return match.group(1)
-
-
-def judge_admission(dry_run, priority_class, create_priority_class):
-    """{priority_class_missing, checks} from the pre-flight's dry run (kubernetes.core.k8s in check mode).
+def judge_admission(admission, priority_class, create_priority_class, leftovers=()):
+    """{priority_class_missing, checks} from the pre-flight's dry run (the pod_admission module's result).
 
     The API server's dry run of the demo pods says whether it admits them and with which preemption policy (the
-    PriorityClass's). A missing PriorityClass that the run will create is no refusal. A dry run that failed for
-    another reason says nothing about preemption: one reason, not two.
+    PriorityClass's). A missing PriorityClass that the run will create is no refusal. A dry run refused for another
+    reason says nothing about preemption: one reason, not two. A name taken by a pod an interrupted earlier run left
+    (``leftovers``: their names) is no refusal either: those pods are removed under the run's lock, and the demo pods
+    asked about again then. Nothing asked (a node refused before the dry run): no check.
     """
-    # Nothing admitted is a failure (the role registers it with failed_when false, so "failed" is false). kubernetes.core
-    # says why in msg (its error, when there is one, is an HTTP status).
-    admitted = [item["result"] for item in k8s_objects(dry_run)]
-    failed = not admitted
-    error = (api_status_message(str(dry_run.get("msg") or reason(dry_run) or "")) if failed else None) or "dry run failed"
-    missing_class = failed and "no PriorityClass with name" in error
+    if admission.get("failed"):
+        return {"priority_class_missing": False, "checks": [check("demo_pods_admitted", False, (
+            "the server-side dry run of the demo pods could not be made: {0}").format(admission.get("msg") or "no answer"))]}
+    objects = admission.get("objects") or []
+    if not objects:
+        return {"priority_class_missing": False, "checks": []}
+    in_the_way = [item for item in objects if not item.get("admitted") and item.get("reason") == "AlreadyExists"
+                  and item.get("name") in leftovers]
+    refused = [item for item in objects if not item.get("admitted") and item not in in_the_way]
+    messages = unique(item.get("message") or item.get("reason") or "refused" for item in refused)
+    error = "; ".join(messages)
+    missing_class = bool(refused) and all("no PriorityClass with name" in message for message in messages)
     will_create = missing_class and bool(create_priority_class)
     # Through DRA the claim templates are admitted too: preemption is the pods' alone.
+    admitted = [item for item in objects if item.get("admitted")]
     pods = [item for item in admitted if item.get("kind", "Pod") == "Pod"]
     templates = len(admitted) - len(pods)
-    policies = [(pod.get("spec") or {}).get("preemptionPolicy") for pod in pods]
+    policies = [item.get("preemption_policy") for item in pods]
     never = bool(policies) and all(policy == "Never" for policy in policies)
-    missing_namespace = failed and re.search(r'namespaces "([^"]+)" not found', error)
-    if not failed:
+    missing_namespace = re.search(r'namespaces "([^"]+)" not found', error)
+    if not refused:
         admitted_detail = "the API server admits the {0} demo pod(s){1} (dry run)".format(
             len(pods), " and {0} ResourceClaimTemplate(s)".format(templates) if templates else "")
+        if in_the_way:
+            admitted_detail += "; {0} is taken by a pod an earlier run left, removed before the walk".format(
+                joined([item.get("name") for item in in_the_way], "?"))
     elif missing_namespace:
         admitted_detail = ("namespace {0} does not exist: the demo creates its pods there. Create it (kubectl create "
                            "namespace {0}) or set gpu_demo_namespace to an existing one").format(missing_namespace.group(1))
@@ -420,8 +415,6 @@ def judge_admission(dry_run, priority_class, create_priority_class):
     elif missing_class:
         admitted_detail = ("{0}: create PriorityClass {1} (value 0, preemptionPolicy Never), or let the run create it "
                            "(gpu_demo_create_priority_class=true; needs create on priorityclasses)").format(error, priority_class)
-    elif not (dry_run.get("msg") or reason(dry_run)):
-        admitted_detail = error
     else:
         admitted_detail = ("the server-side dry run of the demo pods failed: {0} (kubectl apply --dry-run=server -f "
                            "<the pods> shows the same)").format(error)
@@ -431,9 +424,23 @@ def judge_admission(dry_run, priority_class, create_priority_class):
         never_detail = "PriorityClass {0} gives the demo pods preemptionPolicy {1}{2}".format(
             priority_class, joined(unique(policies), "unknown"),
             "" if never else ": it must be Never, so that a demo pod never evicts anything")
-    checks = [
-        check("demo_pods_admitted", not failed or will_create, admitted_detail),
-        check("demo_pods_never_preempt", will_create or never, never_detail),
-    ]
-    return {"priority_class_missing": missing_class,
-            "checks": checks if not failed or will_create else checks[:1]}
+    checks = [check("demo_pods_admitted", not refused or will_create, admitted_detail)]
+    if not pods and in_the_way and not refused:
+        checks.append(not_judged("demo_pods_never_preempt", "every demo pod's name is taken by a pod an earlier run left; "
+                                 "they are asked about again once those are removed"))
+    elif not refused or will_create:   # a refusal for another reason says nothing about preemption
+        checks.append(check("demo_pods_never_preempt", will_create or never, never_detail))
+    return {"priority_class_missing": missing_class, "checks": checks}
+
+
+def verdict_access_check(node_name, access):
+    """Whether this identity may write the verdict on the node, from node_verdict's access answer (a
+    SelfSubjectAccessReview per write); None when it was not asked or could not answer (an API that cannot be reached
+    is already the ledger's failure, node_found: one reason, not two)."""
+    if not isinstance(access, dict) or "allowed" not in access:
+        return None
+    if access["allowed"]:
+        return check("verdict_permitted", True, "this identity may write the verdict on node {0}".format(node_name))
+    return check("verdict_permitted", False, (
+        "this identity may not write the verdict on node {0}: it lacks {1} (grant them with playbooks/preflight_rbac.yml, "
+        "or set gpu_demo_verdict: false)").format(node_name, "; ".join(access.get("missing") or [])))

@@ -8,8 +8,8 @@
 
 """The gpu_demo walk's judgement: what the hold, the queue and the release steps saw, against the walkthrough.
 
-From what each step of the walk registered (pod_wait's waits for the hold, the queue, the release and the
-deletion; kubernetes.core.k8s's deletion of the hold) returns each step's
+From what each step of the walk registered (pod_wait's waits for the hold, the queue and the release;
+kubernetes.core.k8s's deletion of the hold) returns each step's
 result (a step that did not run says so), the hold's GPU evidence, the queue's FailedScheduling and ledger,
 the queue pod's evidence, and the checks of each phase in order. Judging stops after the first
 phase with a failed check, as the run does. Python rather than Jinja for the reason preflight.py gives:
@@ -34,9 +34,6 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.judging
 )
 
 PHASES = ("hold", "queue", "release")
-WAITS = ("hold", "queue", "release", "delete")
-
-
 def step_results(waits, hold_removal=None):
     """Each wait's result by name; a wait that did not run (never reached, or skipped) gets met false and why.
 
@@ -44,7 +41,7 @@ def step_results(waits, hold_removal=None):
     the hold (the release's result gets its names as ``deleted``).
     """
     results = {}
-    for name in WAITS:
+    for name in PHASES:
         result = waits.get(name) or {}
         results[name] = result if "met" in result else {"met": False, "error": "not run", "pods": []}
     results["release"] = dict(results["release"], deleted=k8s_deleted(hold_removal))
@@ -220,24 +217,23 @@ def judge_release(release, hold_names, held_uuids, node, queue_name):
     return evidence, checks
 
 
-def judge_walk(waits, manifests, plan, settings, hold_removal=None, phase=None, judged=None):
+def judge_walk(waits, manifests, plan, settings, hold_removal=None, through="release"):
     """The walk's registered results -> steps, evidence and the checks of each phase up to the first that failed.
 
     ``waits``, ``hold_removal``: as step_results takes them; ``settings``: node, resource, namespace, queue_name.
-    With ``phase``, that phase only is judged, on top of ``judged`` (what this returned for the phases before it): the
-    role judges each phase once, right after its wait. Without it, every phase not judged yet (a step that did not
-    run fails its phase). ``stop``: the failed checks' details of the phase judged last, empty when the walk goes on.
+    ``through``: the last phase the run reached (its first step ran), None when it reached none. Each phase up to it is
+    judged, in order, from what its wait registered (a wait that did not run fails its phase: "not run"); a phase the
+    run did not reach is not judged. Judging is a pure function of the registered results, so the role reads it the
+    same way wherever it needs it: in a wait's failed_when (the phase that wait ends) and in the report.
+    ``stop``: the failed checks' details of the phase judged last, empty when the walk goes on.
     """
     node, resource, queue_name = settings["node"], settings["resource"], settings["queue_name"]
     hold_names = [(manifest.get("metadata") or {}).get("name") for manifest in manifests.get("hold") or []]
     steps = step_results(waits, hold_removal)
-    judged = dict(judged or {"steps": {}, "phases": [], "hold_summary": {}, "queue_scheduling": {}, "during": {},
-                             "queue_evidence": {}, "checks": []})
-    judged["steps"] = dict(judged["steps"], **dict((name, steps[name]) for name in WAITS if phase in (None, name)))
-    stop = []
-    for name in [phase] if phase else [name for name in PHASES if name not in judged["phases"]]:
-        if not all(check["passed"] for check in judged["checks"]):
-            break   # judging stops after the first phase with a failed check, as the run does
+    judged = {"steps": steps, "phases": [], "hold_summary": {}, "queue_scheduling": {}, "during": {}, "queue_evidence": {},
+              "checks": [], "stop": ""}
+    reached = PHASES[:PHASES.index(through) + 1] if through else ()
+    for name in reached:
         if name == "hold":
             summary, checks = judge_hold(steps["hold"], hold_names, plan, node, resource)
             judged["hold_summary"] = summary
@@ -246,8 +242,7 @@ def judge_walk(waits, manifests, plan, settings, hold_removal=None, phase=None, 
                                                      queue_name)
             # The hold's GPUs as the kubelet last reported them, from the hold's wait and the queue's (a GPU may fail
             # while the queue pod waits).
-            device_health, health_check = judge_hold_health(
-                [judged["steps"].get("hold", {}).get("pods"), steps["queue"].get("pods")], hold_names)
+            device_health, health_check = judge_hold_health([steps["hold"].get("pods"), steps["queue"].get("pods")], hold_names)
             checks.append(health_check)
             judged.update(queue_scheduling=scheduling, during=during,
                           hold_summary=dict(judged["hold_summary"], device_health=device_health))
@@ -258,6 +253,15 @@ def judge_walk(waits, manifests, plan, settings, hold_removal=None, phase=None, 
             judged["queue_evidence"] = evidence
         judged.update(checks=judged["checks"] + checks, phases=judged["phases"] + [name])
         # A check not judged (passed None) only follows from the failed one: the failed one says why the walk stops.
-        stop = [check["detail"] for check in checks if check["passed"] is False]
-    judged["stop"] = "; ".join(stop)
+        judged["stop"] = "; ".join(check["detail"] for check in checks if check["passed"] is False)
+        if judged["stop"]:
+            break   # judging stops after the first phase with a failed check, as the run does
     return judged
+
+
+def reached_phase(started, phases=PHASES):
+    """The last of ``phases`` whose first step ran, from those steps' registered results in the same order (a step
+    skipped, or never reached, registered nothing or ``skipped``); None when none ran. A phase may be named more than
+    once, for each of its steps that may come first."""
+    ran = [name for name, result in zip(phases, started) if isinstance(result, dict) and result and not result.get("skipped")]
+    return ran[-1] if ran else None

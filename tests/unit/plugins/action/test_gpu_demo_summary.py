@@ -23,7 +23,7 @@ PLAYBOOK = textwrap.dedent("""\
             run_id: "{{ run_id }}"
             hosts: [gpu-a2, gpu-a4, bad-input]
             results: {gpu-a2: "{{ passed }}", gpu-a4: "{{ refused }}"}
-            failures: {bad-input: {task: "Validating arguments against arg spec 'main'", message: "bad <value>"}}
+            failures: {bad-input: {phase: input, task: "Validating arguments against arg spec 'main'", message: "bad <value>"}}
             lang: zh
           register: summary
         - ansible.builtin.copy:

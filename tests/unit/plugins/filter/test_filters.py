@@ -21,8 +21,8 @@ def test_filter_names():
     assert sorted(scheduling.FilterModule().filters()) == ["failed_scheduling", "scheduling_event_timeline"]
     assert sorted(gpu_demo.FilterModule().filters()) == [
         "gpu_demo_admission", "gpu_demo_check_links", "gpu_demo_claims_gone", "gpu_demo_cleanup", "gpu_demo_evidence", "gpu_demo_fleet_verdicts",
-        "gpu_demo_preflight", "gpu_demo_report", "gpu_demo_report_configmap",
-        "gpu_demo_reports_to_prune", "gpu_demo_run_claims", "gpu_demo_run_id", "gpu_demo_timeline", "gpu_demo_walk"]
+        "gpu_demo_phase", "gpu_demo_preflight", "gpu_demo_report", "gpu_demo_report_configmap",
+        "gpu_demo_run_claims", "gpu_demo_run_id", "gpu_demo_timeline", "gpu_demo_walk"]
 
 
 def test_fleet_verdicts_refuses_what_is_no_node_list():
@@ -57,3 +57,14 @@ def test_run_id_is_the_given_one_else_a_new_one():
     made = [FILTERS["gpu_demo_run_id"](given) for given in ("", None, "  ")]
     assert all(re.fullmatch(r"\d{8}t\d{6}-[0-9a-f]{6}", run_id) for run_id in made), made
     assert len(set(made)) == 3
+
+
+def test_a_failure_belongs_to_the_last_phase_that_began():
+    phase = gpu_demo.FilterModule().filters()["gpu_demo_phase"]
+    ran, skipped = {"changed": False}, {"skipped": True, "changed": False}
+    assert phase([["preflight", ran], ["lock", skipped], ["prepare", {}], ["hold", {}]]) == "preflight"
+    assert phase([["preflight", ran], ["lock", ran], ["prepare", skipped], ["prepare", ran], ["hold", {}]]) == "prepare"
+    assert phase([["preflight", ran], ["hold", {"failed": True, "msg": "forbidden"}], ["queue", {}]]) == "hold"
+    assert phase([]) == "run"
+    with pytest.raises(AnsibleFilterError, match="gpu_demo_phase: expects"):
+        phase({"hold": ran})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import phase_of_task
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import result_row
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
@@ -24,7 +24,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
 NOT_READY = json.loads((FIXTURES / "gpu-a4-not-ready.json").read_text())
 REPORTS = "/runner/project/reports"
-ARG_SPEC_FAILURE = {"task": "Validating arguments against arg spec 'main' - The GPU scheduling walkthrough",
+ARG_SPEC_FAILURE = {"phase": "input", "task": "Validating arguments against arg spec 'main' - The GPU scheduling walkthrough",
                     "message": "Validation of arguments failed:\nValue 'fr' for gpu_demo_report_lang is not one of en, zh"}
 
 
@@ -32,7 +32,7 @@ def lock_refused():
     """A node whose lock another run holds: the role's rescue records the lock task, no check failed."""
     result = copy.deepcopy(NOT_READY)
     result.update(node="gpu-a5", checks=[], failed_checks=[], passed=False,
-                  failure={"task": "Lock | Take the node's pre-flight lock",
+                  failure={"phase": "lock", "task": "Lock | Take the node's pre-flight lock",
                            "message": "node gpu-a5 is locked by run 20261130t2150-aaaaaa until 2026-11-30T22:00:00Z"})
     return result
 
@@ -133,12 +133,11 @@ def test_failures_are_grouped_by_check_most_frequent_first():
     assert result["by_check"][0]["nodes"] == ["gpu-a4", "gpu-b0", "gpu-b1", "gpu-b2"]
 
 
-def test_phase_of_a_failed_task():
-    assert phase_of_task("Preflight | Refuse a node the demo must not touch") == "preflight"
-    assert phase_of_task("gpuops.scheduling.gpu_demo : Hold | Wait until the hold pods run") == "hold"
-    assert phase_of_task("Delete | Remove the demo pods") == "release"
-    assert phase_of_task("Validating arguments against arg spec 'main'") == "input"
-    assert phase_of_task("") == phase_of_task("Something else") == "run"
+def test_a_failure_belongs_to_the_phase_it_recorded_whatever_its_task_is_called():
+    renamed = dict(lock_refused(), failure={"phase": "lock", "task": "Anything at all", "message": "locked"})
+    row = result_row("gpu-a5", renamed)
+    assert row["phase"] == "lock" and row["task"] == "Anything at all"
+    assert result_row("x", failure={"task": "Lock | Take the node's pre-flight lock", "message": "?"})["phase"] == "run"
 
 
 def test_a_bad_mode_is_refused():

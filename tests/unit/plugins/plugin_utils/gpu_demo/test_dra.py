@@ -287,10 +287,10 @@ class TestQueue:
 
 def test_the_claim_templates_of_the_dry_run_have_no_preemption_policy_to_judge():
     from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.preflight import judge_admission
-    dry_run = {"changed": True, "result": {"results": [
-        {"changed": True, "result": {"kind": "ResourceClaimTemplate", "metadata": {"name": "gpu-demo-hold"}, "spec": {}}},
-        {"changed": True, "result": {"kind": "Pod", "metadata": {"name": "gpu-demo-hold"}, "spec": {"preemptionPolicy": "Never"}}},
-        {"changed": True, "result": {"kind": "Pod", "metadata": {"name": "gpu-demo-queue"}, "spec": {"preemptionPolicy": "Never"}}}]}}
+    dry_run = {"changed": False, "admitted": True, "objects": [
+        {"kind": "ResourceClaimTemplate", "name": "gpu-demo-hold", "admitted": True, "preemption_policy": None},
+        {"kind": "Pod", "name": "gpu-demo-hold", "admitted": True, "preemption_policy": "Never"},
+        {"kind": "Pod", "name": "gpu-demo-queue", "admitted": True, "preemption_policy": "Never"}]}
     found = checks(judge_admission(dry_run, "gpuops-preflight-no-preempt", True)["checks"])
     assert found["demo_pods_never_preempt"]["passed"] is True
     assert found["demo_pods_admitted"]["detail"] == "the API server admits the 2 demo pod(s) and 1 ResourceClaimTemplate(s) (dry run)"

@@ -198,25 +198,27 @@ def test_the_filter_names_a_missing_setting_and_a_wrong_input():
 CLASS = "gpuops-preflight-no-preempt"
 
 
-def admitted(name, policy="Never"):
-    """One pod as the API server's dry run returns it (kubernetes.core.k8s's result in check mode)."""
-    return {"changed": True, "method": "create",
-            "result": {"metadata": {"name": name}, "spec": {"priority": 0, "priorityClassName": CLASS, "preemptionPolicy": policy}}}
+def admitted(name, policy="Never", kind="Pod"):
+    """One object as pod_admission says the API server's dry run admitted it."""
+    return {"kind": kind, "name": name, "namespace": "gpu-operator", "admitted": True,
+            "preemption_policy": policy if kind == "Pod" else None, "priority_class_name": CLASS if kind == "Pod" else None,
+            "status": None, "reason": None, "message": None}
 
 
-def dry_run(*pods):
-    """kubernetes.core.k8s's result for several definitions: result.results."""
-    return {"changed": True, "result": {"results": list(pods)}}
+def refused(name, message, reason="Forbidden", status=403):
+    """One object as pod_admission says the API server refused it (the API's Status, verbatim)."""
+    return {"kind": "Pod", "name": name, "namespace": "gpu-operator", "admitted": False, "preemption_policy": None,
+            "priority_class_name": None, "status": status, "reason": reason, "message": message}
 
 
-def status_error(message):
-    """kubernetes.core.k8s's failure when the API server refuses the dry run: the Status quoted as Python bytes."""
-    body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": 404}).encode()
-    return {"failed": True, "error": 404, "status": 404, "msg": "Failed to create object: {0!r}".format(body)}
+def dry_run(*objects, **existing):
+    """pod_admission's result."""
+    return {"changed": False, "admitted": all(item["admitted"] for item in objects), "objects": list(objects),
+            "existing": [{"name": name} for name in existing.get("existing", [])]}
 
 
-def admission_checks(result, create=True):
-    judged = judge_admission(result, CLASS, create)
+def admission_checks(result, create=True, leftovers=()):
+    judged = judge_admission(result, CLASS, create, leftovers)
     return judged, dict((check["id"], (check["passed"], check["detail"])) for check in judged["checks"])
 
 
@@ -227,8 +229,6 @@ def test_pods_the_api_server_admits_without_preemption():
         "demo_pods_never_preempt": (True, "PriorityClass gpuops-preflight-no-preempt gives the demo pods preemptionPolicy Never"),
     }
     assert judged == {"priority_class_missing": False, "checks": judged["checks"]}
-    # one definition: kubernetes.core returns its object as the result itself
-    assert admission_checks(admitted("gpu-demo-queue"))[1]["demo_pods_admitted"][1] == "the API server admits the 1 demo pod(s) (dry run)"
 
 
 def test_a_class_that_lets_demo_pods_preempt_is_refused():
@@ -240,7 +240,7 @@ def test_a_class_that_lets_demo_pods_preempt_is_refused():
 
 def test_a_missing_class_the_run_creates_is_no_refusal_unless_it_may_not():
     message = 'pods "gpu-demo-hold" is forbidden: no PriorityClass with name gpuops-preflight-no-preempt was found'
-    missing = status_error(message)
+    missing = dry_run(refused("gpu-demo-hold", message), refused("gpu-demo-queue", message.replace("hold", "queue")))
     judged, checks = admission_checks(missing)
     assert judged["priority_class_missing"] is True
     assert checks == {
@@ -248,20 +248,41 @@ def test_a_missing_class_the_run_creates_is_no_refusal_unless_it_may_not():
                                      "(value 0, preemptionPolicy Never)"),
         "demo_pods_never_preempt": (True, "the run creates PriorityClass gpuops-preflight-no-preempt with preemptionPolicy Never"),
     }
-    _judged, checks = admission_checks(missing, create=False)
+    _judged, checks = admission_checks(dry_run(refused("gpu-demo-hold", message)), create=False)
     assert checks == {"demo_pods_admitted": (False, message + ": create PriorityClass gpuops-preflight-no-preempt (value 0, "
                                              "preemptionPolicy Never), or let the run create it (gpu_demo_create_priority_class=true; "
                                              "needs create on priorityclasses)")}
 
 
 def test_a_dry_run_that_failed_otherwise_gives_one_reason():
-    _judged, checks = admission_checks(status_error('namespaces "nope" not found'))
+    _judged, checks = admission_checks(dry_run(refused("gpu-demo-hold", 'namespaces "nope" not found', "NotFound", 404)))
     assert checks == {"demo_pods_admitted": (False, "namespace nope does not exist: the demo creates its pods there. Create it "
                                                     "(kubectl create namespace nope) or set gpu_demo_namespace to an existing one")}
-    judged, checks = admission_checks({"failed": True, "msg": "could not reach https://127.0.0.1:16443"})
-    assert checks == {"demo_pods_admitted": (False, "the server-side dry run of the demo pods failed: could not reach "
-                                                    "https://127.0.0.1:16443 (kubectl apply --dry-run=server -f <the pods> shows the same)")}
-    assert admission_checks({})[1] == {"demo_pods_admitted": (False, "dry run failed")}
+    forbidden = 'pods "gpu-demo-queue" is forbidden: exceeded quota: gpu, requested: requests.nvidia.com/gpu=1'
+    _judged, checks = admission_checks(dry_run(admitted("gpu-demo-hold"), refused("gpu-demo-queue", forbidden)))
+    assert checks == {"demo_pods_admitted": (False, "the server-side dry run of the demo pods failed: {0} (kubectl apply "
+                                                    "--dry-run=server -f <the pods> shows the same)".format(forbidden))}
+    _judged, checks = admission_checks({"failed": True, "msg": "could not reach https://127.0.0.1:16443"})
+    assert checks == {"demo_pods_admitted": (False, "the server-side dry run of the demo pods could not be made: could not reach "
+                                                    "https://127.0.0.1:16443")}
+
+
+def test_a_dry_run_not_made_judges_nothing():
+    assert admission_checks({"skipped": True})[1] == {} and admission_checks({})[1] == {}
+
+
+def test_names_an_earlier_runs_leftovers_hold_are_no_refusal_and_are_asked_about_again():
+    taken = refused("gpu-demo-hold", 'pods "gpu-demo-hold" already exists', "AlreadyExists", 409)
+    _judged, checks = admission_checks(dry_run(taken, admitted("gpu-demo-queue")), leftovers=["gpu-demo-hold"])
+    assert checks == {
+        "demo_pods_admitted": (True, "the API server admits the 1 demo pod(s) (dry run); gpu-demo-hold is taken by a pod an "
+                                     "earlier run left, removed before the walk"),
+        "demo_pods_never_preempt": (True, "PriorityClass gpuops-preflight-no-preempt gives the demo pods preemptionPolicy Never")}
+    _judged, checks = admission_checks(dry_run(taken), leftovers=["gpu-demo-hold"])
+    assert checks["demo_pods_admitted"][0] is True and checks["demo_pods_never_preempt"][0] is None
+    # A name taken by a pod that is no leftover of ours is a refusal.
+    _judged, checks = admission_checks(dry_run(taken, admitted("gpu-demo-queue")))
+    assert checks["demo_pods_admitted"][0] is False and "already exists" in checks["demo_pods_admitted"][1]
 
 
 DEFAULT_TOLERATIONS = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]

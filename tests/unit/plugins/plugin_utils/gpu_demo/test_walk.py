@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo import gpu_demo_walk
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.walk import judge_walk
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.walk import judge_walk, reached_phase
 from ansible.errors import AnsibleFilterError
 
 UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"
@@ -82,7 +82,7 @@ def test_a_walk_that_followed_the_walkthrough_passes_every_check_with_the_walkth
     assert judged["during"]["free"] == 0 and judged["during"]["pending"][0]["name"] == "gpu-demo-queue"
     assert judged["hold_summary"]["unit_uuids"] == [UUID] and judged["queue_evidence"]["unit_uuids"] == [UUID]
     assert judged["queue_scheduling"]["message"] == SEED
-    assert judged["steps"]["delete"]["met"] is True and judged["steps"]["release"]["deleted"] == ["gpu-demo-hold"]
+    assert judged["steps"]["release"]["deleted"] == ["gpu-demo-hold"]
 
 
 def test_a_hold_that_never_ran_stops_the_judgement_at_the_hold():
@@ -238,13 +238,12 @@ def test_a_mig_hold_whose_variable_names_the_parent_gpu_is_not_corroborated():
             H100, MIG_0))
 
 
-def test_judging_phase_by_phase_gives_what_judging_the_whole_walk_gives():
-    """The role judges each phase once, right after its wait; the sum is the whole walk's judgement."""
+def test_judging_through_each_phase_gives_what_judging_the_whole_walk_gives():
+    """Each wait's failed_when judges the walk through its own phase; the last is the whole walk's judgement."""
     waits = walk()
     whole = judge(waits)
-    judged = {}
     for phase in ("hold", "queue", "release"):
-        judged = judge_walk({phase: waits[phase]}, MANIFESTS, PLAN, SETTINGS, HOLD_REMOVAL, phase=phase, judged=judged)
+        judged = judge_walk(waits, MANIFESTS, PLAN, SETTINGS, HOLD_REMOVAL, through=phase)
         assert judged["stop"] == "" and judged["phases"][-1] == phase
     assert judged["checks"] == whole["checks"] and judged["queue_evidence"] == whole["queue_evidence"]
 
@@ -252,20 +251,32 @@ def test_judging_phase_by_phase_gives_what_judging_the_whole_walk_gives():
 def test_a_failed_phase_stops_the_walk_and_the_next_is_not_judged():
     waits = walk()
     waits["queue"] = dict(waits["queue"], met=False, error="timed out")
-    judged = judge_walk({"hold": waits["hold"]}, MANIFESTS, PLAN, SETTINGS, phase="hold")
-    judged = judge_walk({"queue": waits["queue"]}, MANIFESTS, PLAN, SETTINGS, phase="queue", judged=judged)
+    judged = judge_walk(waits, MANIFESTS, PLAN, SETTINGS, through="queue")
     assert "timed out" in judged["stop"] and judged["phases"] == ["hold", "queue"]
-    # What main.yml's always section asks after a stop: nothing more is judged.
-    after = judge_walk({}, MANIFESTS, PLAN, SETTINGS, judged=judged)
-    assert after["checks"] == judged["checks"] and after["stop"] == ""
+    # What the report reads after the stop, once the run has moved on: nothing more is judged.
+    after = judge_walk(waits, MANIFESTS, PLAN, SETTINGS, through="release")
+    assert after["checks"] == judged["checks"] and after["phases"] == ["hold", "queue"]
 
 
 def test_a_phase_a_failed_step_kept_from_running_is_judged_not_run():
     waits = walk()
-    judged = judge_walk({"hold": waits["hold"]}, MANIFESTS, PLAN, SETTINGS, phase="hold")
-    after = judge_walk({}, MANIFESTS, PLAN, SETTINGS, judged=judged)
+    after = judge_walk({"hold": waits["hold"]}, MANIFESTS, PLAN, SETTINGS, through="queue")
     assert after["phases"] == ["hold", "queue"] and not details(after)["queue_pending"][0]
     assert "not run" in details(after)["queue_pending"][1]
+
+
+def test_a_phase_the_run_did_not_reach_is_not_judged():
+    waits = walk()
+    assert judge_walk({"hold": waits["hold"]}, MANIFESTS, PLAN, SETTINGS, through="hold")["phases"] == ["hold"]
+    assert judge_walk({}, MANIFESTS, PLAN, SETTINGS, through=None)["checks"] == []
+
+
+def test_the_phase_reached_is_the_last_whose_first_step_ran_not_skipped():
+    created = {"changed": True, "result": {}}
+    assert reached_phase([{}, {}, {}]) is None
+    assert reached_phase([created, {}, {}]) == "hold"
+    assert reached_phase([created, {"failed": True, "msg": "forbidden"}, {}]) == "queue"
+    assert reached_phase([{"skipped": True, "changed": False}] * 3) is None
 
 
 def test_a_hold_whose_gpu_turns_unhealthy_fails_the_queue_phase_naming_it_and_goes_no_further():

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo import report_store
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import report_store
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())
