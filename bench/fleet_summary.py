@@ -1,6 +1,6 @@
 """The run's summary for 500 nodes (issue 17: under 2 s on the controller). No cluster needed.
 
-  1. pure: plugin_utils/gpu_demo_fleet.py over 500 per-node results (rows, counts, JSON, Markdown, HTML), median of 5;
+  1. pure: plugin_utils/_gpu_demo_fleet.py over 500 per-node results (rows, counts, JSON, Markdown, HTML), median of 5;
   2. as the playbook runs it: the summary play of playbooks/gpu_demo.yml and the play failing the failed nodes, as
      they are, over an inventory of 500 hosts that each carry a per-node result (as the role's facts would), the
      summary task's own duration (the json callback's start/end: templating its arguments from hostvars, the action,
@@ -26,8 +26,8 @@ import yaml
 CHECKOUT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 sys.path.insert(0, str(CHECKOUT / ".collections"))
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import (  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _gpu_demo_fleet as fleet  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import (  # noqa: E402  pylint: disable=wrong-import-position
     fleet_html, fleet_markdown)
 
 FIXTURES = CHECKOUT / "tests" / "unit" / "fixtures" / "gpu_demo_results"

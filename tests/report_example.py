@@ -36,7 +36,7 @@ from browser import screenshot  # noqa: E402  pylint: disable=wrong-import-posit
 from examples import EXAMPLES, FAILING, PER_NODE  # noqa: E402  pylint: disable=wrong-import-position
 
 sys.path.insert(0, str(CHECKOUT / ".collections"))
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import (  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import (  # noqa: E402  pylint: disable=wrong-import-position
     fleet_markdown, render)
 
 VENV_BIN = Path(sys.executable).parent

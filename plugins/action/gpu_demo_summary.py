@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The summary of a gpu_demo run over many nodes, written on the controller (JSON, Markdown, HTML, JUnit XML).
 
-Thin: the rows, counts and what the pages show come from plugin_utils/gpu_demo_fleet.py, the pages from the role's
-templates fleet.md.j2 and fleet.html.j2 (plugin_utils/report_templates.py); the files are written as report_files
+Thin: the rows, counts and what the pages show come from plugin_utils/_gpu_demo_fleet.py, the pages from the role's
+templates fleet.md.j2 and fleet.html.j2 (plugin_utils/_report_templates.py); the files are written as report_files
 writes them (atomically, nothing in check mode).
 """
 
@@ -22,7 +22,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_files import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_files import (
     DIR_MODE,
     ReportFilesError,
     plan_files,
@@ -32,10 +32,10 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_files imp
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import failure_sentence
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import job_stat_key, verdict_of_row
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo_fleet import fleet_summary, machine_readable, render_json
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.junit import junit_xml
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.metrics import previous_successes, push, textfile
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo_fleet import fleet_summary, machine_readable, render_json
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._junit import junit_xml
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._metrics import previous_successes, push, textfile
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import fleet_html, fleet_markdown
 
 ARGUMENT_SPEC = dict(
     dir=dict(type="path", required=True),

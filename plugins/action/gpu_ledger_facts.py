@@ -2,14 +2,14 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""gpu_ledger_facts in the controller's process where the module would run there anyway (plugin_utils/in_process.py)."""
+"""gpu_ledger_facts in the controller's process where the module would run there anyway (plugin_utils/_in_process.py)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks import gpu_ledger_facts as task
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.in_process import InProcessModule
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._in_process import InProcessModule
 
 
 class ActionModule(InProcessModule):

@@ -20,7 +20,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_files import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_files import (
     DIR_MODE,
     ReportFilesError,
     parse_mode,

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # The modules whose action plugin runs them in the controller's process (plugins/plugin_utils/in_process.py).
+    # The modules whose action plugin runs them in the controller's process (plugins/plugin_utils/_in_process.py).
     DOCUMENTATION = r"""
 options: {}
 attributes:

@@ -5,7 +5,7 @@
 
 """The gpu_demo role's own judgements and report helpers, as filters: PRIVATE to this collection.
 
-They exist so that roles/gpu_demo can call unit-tested Python (plugin_utils/gpu_demo/) from its tasks; their
+They exist so that roles/gpu_demo can call unit-tested Python (plugin_utils/_gpu_demo/) from its tasks; their
 inputs are the role's registered results and settings, and they change with the role. They are not
 general-purpose filters: use them only through the role. Documentation: plugins/filter/gpu_demo_<name>.yml.
 """
@@ -19,18 +19,18 @@ import functools
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import link_failed_checks
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import choose_allocation, judge_claims_gone, run_objects
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.cleanup import judge_cleanup
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.dra import choose_allocation, judge_claims_gone, run_objects
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.cleanup import judge_cleanup
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.report import (
     demo_timeline,
     hold_evidence,
 )
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.preflight import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.preflight import (
     judge_admission, judge_node, verdict_access_check)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report_store import ReportStoreError, configmap
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, freshness, report_configmaps, run_id
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.walk import PHASES, judge_walk, reached_phase
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import render
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.walk import PHASES, judge_walk, reached_phase
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import render
 
 
 def _require_settings(name, required, settings):
@@ -167,7 +167,7 @@ def gpu_demo_check_links(checks, base):
 
 
 def gpu_demo_report(result, template):
-    """The run's result -> the text of one of the role's report templates (plugin_utils/report_templates.py)."""
+    """The run's result -> the text of one of the role's report templates (plugin_utils/_report_templates.py)."""
     if not isinstance(result, dict):
         raise AnsibleFilterError("gpu_demo_report: expects the run's result (a dict)")
     try:

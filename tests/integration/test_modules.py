@@ -295,7 +295,7 @@ def test_module_defaults_group_and_fact(walkthrough, tmp_path):
 
 
 def test_a_tasks_environment_reaches_the_task_run_in_process_and_only_that_task(walkthrough, tmp_path):
-    """The collection's API tasks run in ansible-playbook's worker (plugin_utils/in_process.py): the task's
+    """The collection's API tasks run in ansible-playbook's worker (plugin_utils/_in_process.py): the task's
     `environment:` must reach them as it reaches a module's process, and must not leak into the next task."""
     playbook = tmp_path / "environment.yml"
     playbook.write_text("""

@@ -86,7 +86,7 @@ def test_env_credentials_and_vllm_token_never_appear_at_vvv(sim, secrets):
     assert report["before"]["vllm"]["healthy"] is True and report["after"]["vllm"]["healthy"] is True
     assert "Qwen/Qwen2.5-7B-Instruct" in run.stdout   # -vvv shows the health task's result
     # The role's own API and health tasks ran in the controller's process, with the K8S_AUTH_* credentials of its
-    # environment (plugins/plugin_utils/in_process.py); kubernetes.core.k8s creates and deletes, with the same
+    # environment (plugins/plugin_utils/_in_process.py); kubernetes.core.k8s creates and deletes, with the same
     # credentials, as a module of its own (the leftovers, the dry run, the hold, the queue, two deletions, the report
     # kept in the cluster), and once more for each of the node's older reports beyond gpu_demo_reports_kept, which
     # depends on the runs before this one.
@@ -238,7 +238,7 @@ def test_inline_kubeconfig_client_key_never_appears_in_any_module_result(sim, se
                   "models_url": sim.models_url, "report_dir": str(directory / "reports")}
     if where == "as a module":
         # The action plugin cannot tell this Python is the controller's, so it ships the module
-        # (plugin_utils/in_process.py: why_not_in_process). Async would too, but its results lack the invocation.
+        # (plugin_utils/_in_process.py: why_not_in_process). Async would too, but its results lack the invocation.
         extra_vars["ansible_python_interpreter"] = venv_python_elsewhere(directory)
     # The results carry each task's arguments (always up to ansible-core 2.20, on request from 2.21 on).
     run = run_playbook(inventory, run_env(sim, ANSIBLE_INJECT_INVOCATION="true"), extra_vars, args=("-vvv",),

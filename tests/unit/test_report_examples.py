@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown, render
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import fleet_html, fleet_markdown, render
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 EXAMPLES = CHECKOUT / "docs" / "report-example"

@@ -8,7 +8,7 @@
 
 """A node's row: what the role's result for a node says, as plain data (no words, no page).
 
-The run's summary (plugins/plugin_utils/gpu_demo_fleet.py) shows one row per node; a node's verdict (verdict.py, which
+The run's summary (plugins/plugin_utils/_gpu_demo_fleet.py) shows one row per node; a node's verdict (verdict.py, which
 node_verdict writes on the Node) is made from the same row, so both say the same about a node.
 """
 

@@ -104,7 +104,7 @@ def mask_as_kubernetes_core(no_log_values, params):
 
     Up to kubernetes.core 6.2 the ``kubeconfig`` option is ``no_log`` (the argument validator masks it); from 6.3
     on it is not, and AnsibleK8SModule's constructor adds an inline kubeconfig's credentials to its module's
-    ``no_log_values`` instead. A task run without an AnsibleModule (plugin_utils/in_process.py) gets the same
+    ``no_log_values`` instead. A task run without an AnsibleModule (plugin_utils/_in_process.py) gets the same
     by building an AnsibleK8SModule around its validated arguments: whatever kubernetes.core's constructor
     masks, on any version, is masked. (tests/unit/plugins/plugin_utils/test_in_process.py fails if a
     kubernetes.core release masks an inline kubeconfig neither way.)

@@ -11,7 +11,7 @@
 Each module's logic is a *task function*, ``task(params, check_mode, warn) -> result``, that raises
 ``TaskFailed`` to fail. ``run_module`` runs one inside the module's own Python process (AnsibleModule);
 the collection's action plugins run the very same function in the controller's task worker when the
-task runs on the controller anyway (plugins/plugin_utils/in_process.py), which saves the new Python
+task runs on the controller anyway (plugins/plugin_utils/_in_process.py), which saves the new Python
 process, the module's imports and the JSON round trip: about half a second per task.
 """
 

@@ -64,7 +64,7 @@ def messages(message_part):
 # Where each phase's messages are written: its judge, the helpers it phrases with, and the tasks whose errors become
 # a check's detail (the ledger read, the inference server's health, the waits); the role's tasks for the YAML checks.
 _PLUGINS = "plugins/"
-_DEMO = "plugin_utils/gpu_demo/"
+_DEMO = "plugin_utils/_gpu_demo/"
 _KUBE = "module_utils/_kubernetes/"
 SOURCES = {
     "preflight": tuple(_DEMO + name for name in ("preflight.py", "judging.py", "dra.py"))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import CHECK_TITLES_ZH, render
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import CHECK_TITLES_ZH, render
 
 CHECKOUT = Path(__file__).resolve().parents[3]
 FIXTURES = CHECKOUT / "tests" / "unit" / "fixtures" / "gpu_demo_results"

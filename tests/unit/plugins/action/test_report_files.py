@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils import report_files as files
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _report_files as files
 
 CHECKOUT = Path(__file__).resolve().parents[4]
 

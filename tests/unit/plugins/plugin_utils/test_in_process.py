@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""plugin_utils/in_process.py: where a task may run in the controller's process, argument checks as
+"""plugin_utils/_in_process.py: where a task may run in the controller's process, argument checks as
 AnsibleModule makes them, and the same task (vllm_health against a tiny server on 127.0.0.1) run both
 ways by ansible-playbook, giving the same result."""
 
@@ -20,7 +20,7 @@ import pytest
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import client as _k8s_client
 from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks import vllm_health as _task_vllm_health
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils import in_process
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _in_process as in_process
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "modules"))
 from test_vllm_health import TOKEN, vllm  # noqa: E402,F401 pylint: disable=wrong-import-position,unused-import

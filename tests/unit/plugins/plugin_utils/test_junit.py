@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The run as JUnit XML (plugin_utils/junit.py), from real per-node results, parsed back with an XML parser and
+"""The run as JUnit XML (plugin_utils/_junit.py), from real per-node results, parsed back with an XML parser and
 validated by lxml against the JUnit schema Jenkins reads: junit-10.xsd of Jenkins' xUnit plugin (by Gregory Boissinot,
 MIT), which pytest validates its own ``junit_family=xunit2`` output against. The schema is someone else's file, so it is
 not committed: it is taken from pytest's source distribution on PyPI (pip download) at set-up, once, into
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo_fleet import fleet_summary
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.junit import junit_xml
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo_fleet import fleet_summary
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._junit import junit_xml
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())

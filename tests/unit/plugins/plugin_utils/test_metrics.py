@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The run's metrics (plugin_utils/metrics.py) from real per-node results, read back with prometheus_client's own text
+"""The run's metrics (plugin_utils/_metrics.py) from real per-node results, read back with prometheus_client's own text
 parser; a failed node keeps the last success an earlier file held; a push to nothing is reported, not raised."""
 
 import copy
@@ -13,8 +13,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils import metrics
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo_fleet import fleet_summary
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _metrics as metrics
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo_fleet import fleet_summary
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Every report is a template rendered one way (plugin_utils/report_templates.py): escaped where it is HTML or SVG,
+"""Every report is a template rendered one way (plugin_utils/_report_templates.py): escaped where it is HTML or SVG,
 failed checks linked to their entry on the checks page, the allocation path said."""
 
 import copy
@@ -15,7 +15,7 @@ import yaml
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import (
     CHECKS_URL, check_url, link_failed_checks)
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import TEMPLATES, render
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import TEMPLATES, render
 
 CHECKOUT = Path(__file__).resolve().parents[4]
 FIXTURES = CHECKOUT / "tests" / "unit" / "fixtures" / "gpu_demo_results"

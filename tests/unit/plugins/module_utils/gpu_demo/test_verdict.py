@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import verdict
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _gpu_demo_fleet as fleet
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import fleet_html, fleet_markdown
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "gpu_demo_results"
 PASSED = json.loads((FIXTURES / "gpu-a2-passed.json").read_text())

@@ -2,13 +2,13 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The gpu_demo cleanup's judgement (plugin_utils/gpu_demo/cleanup.py): is the node as the demo found it?"""
+"""The gpu_demo cleanup's judgement (plugin_utils/_gpu_demo/cleanup.py): is the node as the demo found it?"""
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo import gpu_demo_cleanup
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.cleanup import judge_cleanup
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.cleanup import judge_cleanup
 
 # removal: kubernetes.core.k8s state=absent's result for the one pod it deleted.
 SETTINGS = {"node": "prod102", "resource": "nvidia.com/gpu", "run_id": "20261130t021500-1a2b3c",

@@ -2,10 +2,10 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The devices' health as the kubelet writes it into pod status (plugin_utils/gpu_demo/device_health.py), on pods
+"""The devices' health as the kubelet writes it into pod status (plugin_utils/_gpu_demo/device_health.py), on pods
 shaped as a v1.36 kubelet writes them: through a device plugin, and through a DRA driver."""
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.device_health import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.device_health import (
     add_queue_pod_health,
     device_name,
     judge_hold_health,

@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 
 from ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo import gpu_demo_preflight
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo import dra
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.preflight import judge_node
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.walk import judge_hold, judge_queue
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo import dra
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.preflight import judge_node
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.walk import judge_hold, judge_queue
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes import ledger as ledger_utils
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.scheduling_events import parse_failed_scheduling
 
@@ -286,7 +286,7 @@ class TestQueue:
 
 
 def test_the_claim_templates_of_the_dry_run_have_no_preemption_policy_to_judge():
-    from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.preflight import judge_admission
+    from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.preflight import judge_admission
     dry_run = {"changed": False, "admitted": True, "objects": [
         {"kind": "ResourceClaimTemplate", "name": "gpu-demo-hold", "admitted": True, "preemption_policy": None},
         {"kind": "Pod", "name": "gpu-demo-hold", "admitted": True, "preemption_policy": "Never"},
@@ -476,7 +476,7 @@ class TestLedgerInDRAsWords:
                                      HOLD_CLAIM["metadata"]["name"])), detail
 
     def test_the_cleanups_ledger_names_the_devices_and_no_allocatable(self):
-        from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.cleanup import judge_cleanup
+        from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.cleanup import judge_cleanup
         idle = [claim for claim in CLAIMS if not (claim.get("status") or {}).get("allocation")]
         before = {"allocatable": 1, "held_by_others": 0, "others": [], "vllm": {}, "dra": {"device_class": "gpu.nvidia.com"}}
         final = {"met": True, "ledger": ledger(claims=idle)["ledger"], "pods": []}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.report import (
     demo_timeline,
     free_units_timeline,
     hold_evidence,
@@ -318,7 +318,7 @@ def test_names_that_are_not_the_devices_shown_are_not_corroborated(log):
 
 
 def test_the_hand_over_in_words_never_shows_an_internal_name():
-    from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report import HANDOVER_WORDS, handover_text
+    from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.report import HANDOVER_WORDS, handover_text
     assert set(HANDOVER_WORDS["en"]) == set(HANDOVER_WORDS["zh"])
     for lang, words in HANDOVER_WORDS.items():
         for way, text in words.items():

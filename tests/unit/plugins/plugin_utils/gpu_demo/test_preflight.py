@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo import gpu_demo_preflight
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.preflight import judge_admission, judge_node, tolerates
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.preflight import judge_admission, judge_node, tolerates
 
 SETTINGS = dict(node="prod102", resource="nvidia.com/gpu", namespace="gpu-operator",
                 pod_names=["gpu-demo-hold", "gpu-demo-queue", "gpu-demo-bypass-probe"], hold_mode="per_unit",

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The gpu_demo walk's judgement (plugin_utils/gpu_demo/walk.py) over pod_wait and kubernetes.core.k8s results shaped like the
+"""The gpu_demo walk's judgement (plugin_utils/_gpu_demo/walk.py) over pod_wait and kubernetes.core.k8s results shaped like the
 simulated cluster's."""
 
 import copy
@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo import gpu_demo_walk
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.walk import judge_walk, reached_phase
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.walk import judge_walk, reached_phase
 from ansible.errors import AnsibleFilterError
 
 UUID = "GPU-0a9cfb9a-ef39-5b22-54ec-22474c4cfd76"

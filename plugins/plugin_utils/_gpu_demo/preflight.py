@@ -21,9 +21,9 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check, not_judged
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.dra import (
     ALLOCATIONS, choose_dra_request, devices_held, extended_resource_check)
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.judging import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.judging import (
     joined, pod_ids, resource_entry, unique)
 
 # A node name that also fits in a label value (the pods carry it in gpuops.scheduling/node).

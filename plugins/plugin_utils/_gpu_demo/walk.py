@@ -21,10 +21,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check, not_judged
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import judge_prepared_devices, ledger_words
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.device_health import add_queue_pod_health, judge_hold_health
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report import hold_evidence, hold_summary, unit_noun
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.judging import (
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.dra import judge_prepared_devices, ledger_words
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.device_health import add_queue_pod_health, judge_hold_health
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.report import hold_evidence, hold_summary, unit_noun
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.judging import (
     as_int,
     joined,
     k8s_deleted,

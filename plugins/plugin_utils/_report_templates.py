@@ -3,9 +3,12 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+# Note that this plugin_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
 """Every report this collection writes is one of these Jinja2 templates (roles/gpu_demo/templates/), rendered here.
 
-Why one way, and this one: a report is data prepared in Python (pure functions of plugin_utils/gpu_demo/, unit-tested:
+Why one way, and this one: a report is data prepared in Python (pure functions of plugin_utils/_gpu_demo/, unit-tested:
 report.py for a node, fleet.py for a run) put on a page by a template. A change to what a report shows is then made in
 a template, and a change to what is known in Python; neither holds the other's work. The pages are rendered by a
 Jinja2 environment of our own rather than by ansible-core's templar because ansible-core's ignores autoescape: here
@@ -29,7 +32,7 @@ from collections.abc import Mapping
 
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, StrictUndefined
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _gpu_demo_fleet as fleet
 
 # plugins/plugin_utils/ -> the collection's root -> the role's templates, where the per-node and the fleet reports are.
 TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -145,7 +148,7 @@ def render(name, **data):
 
 
 def fleet_markdown(summary):
-    """A run's summary (plugin_utils/gpu_demo_fleet.py fleet_summary) as Markdown."""
+    """A run's summary (plugin_utils/_gpu_demo_fleet.py fleet_summary) as Markdown."""
     return render("fleet.md.j2", page=fleet.page(summary))
 
 

@@ -3,13 +3,16 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
+# Note that this plugin_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# without notice. Do not use it from other collections, roles or standalone modules.
+
 """One summary for a run of playbooks/gpu_demo.yml over many nodes: every node's row, and what its pages show.
 
 Controller side (the summary action and report_templates.py): the words in English and Chinese and the pages live here,
 never in a module. ``fleet_summary`` takes what the play left per node (the role's result, or the play's own failure record when the
 node failed before its report) and returns plain data: counts, failures grouped by check, one row per node, failures
 first. ``page`` prepares what the Markdown and HTML pages show (texts, numbers, the drawings' geometry); the templates
-fleet.md.j2 and fleet.html.j2 of the role put it on the page (plugins/plugin_utils/report_templates.py, which escapes
+fleet.md.j2 and fleet.html.j2 of the role put it on the page (plugins/plugin_utils/_report_templates.py, which escapes
 every value in the HTML). ``render_json`` writes the machine-readable file.
 """
 

@@ -13,7 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import class_entry
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.dra import class_entry
 
 
 def reason(result):

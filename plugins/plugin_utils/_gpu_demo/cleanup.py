@@ -19,8 +19,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.dra import ledger_words
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.judging import k8s_deleted, pod_ids, reason, resource_entry
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.dra import ledger_words
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.judging import k8s_deleted, pod_ids, reason, resource_entry
 
 
 def judge_cleanup(final, before, vllm_after, settings):
