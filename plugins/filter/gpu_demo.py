@@ -26,7 +26,7 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report 
     hold_evidence,
 )
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.preflight import judge_admission, judge_node
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.report_store import (
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report_store import (
     ReportStoreError,
     configmap,
     to_prune,

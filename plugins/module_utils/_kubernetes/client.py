@@ -165,6 +165,14 @@ _QUERY_NAMES = {
 }
 
 
+# The namespaced kinds our modules write, by (apiVersion, kind): pod_admission's dry runs, report_store's ConfigMaps.
+NAMESPACED_PATHS = {
+    ("v1", "Pod"): "/api/v1/namespaces/{namespace}/pods",
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates",
+    ("v1", "ConfigMap"): "/api/v1/namespaces/{namespace}/configmaps",
+}
+
+
 class CoreV1Rest:
     """The few core/v1 and coordination/v1 calls of this collection, with CoreV1Api's names and arguments.
 
@@ -230,6 +238,12 @@ class CoreV1Rest:
 
     def list_device_class(self, **kwargs):
         return self._call("GET", "/apis/resource.k8s.io/v1/deviceclasses", **kwargs)
+
+    def namespaced(self, method, path, namespace, name=None, body=None, **kwargs):
+        """GET/PUT/DELETE one (``name``), POST a new one, or GET the list of the namespaced objects at ``path``
+        (NAMESPACED_PATHS' values: ``/api/v1/namespaces/{namespace}/pods``, ...); ``dry_run="All"`` asks without
+        writing."""
+        return self._call(method, path.format(namespace=namespace) + ("/%s" % name if name else ""), body=body, **kwargs)
 
     def lease(self, method, namespace, name=None, body=None, timeout=None):
         """coordination.k8s.io/v1 Leases: GET/PUT/DELETE one (``name``), or POST a new one; ``timeout``: seconds."""

@@ -3,12 +3,12 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-# Note that this plugin_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
+# Note that this module_utils file is PRIVATE to this collection (gpuops.scheduling): it may change at any time,
 # without notice. Do not use it from other collections, roles or standalone modules.
 
 """A run's per-node report kept in the cluster: the ConfigMap that holds it, and which older ones a run deletes.
 
-Pure: dicts and text in, dicts and names out. The role creates and deletes the objects with kubernetes.core.k8s.
+Pure: dicts and text in, dicts and names out. The report_store module writes and deletes the objects.
 """
 
 from __future__ import absolute_import, division, print_function
