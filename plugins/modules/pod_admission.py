@@ -24,7 +24,8 @@ description:
     verdict on the object - it cannot be reached, rejects the credentials (401), throttles (429) or is not serving
     (502, 503, 504) - or when the list of O(label_selectors) fails; the message names the API server and what was
     being asked.
-  - Cheap - one request per definition and one list, without API discovery.
+  - One request per definition and, with O(label_selectors), one list - plain REST calls on kubernetes.core's
+    connection.
 author:
   - gpuops developers (@gpuops)
 options:

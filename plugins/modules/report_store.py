@@ -23,7 +23,8 @@ description:
   - A write the API server refuses (a quota, an admission policy, a missing permission) fails the task with the API
     server's message verbatim, naming the report and its namespace. An older report that could not be deleted fails
     the task too, naming it; RV(kept) then says the report itself is in the cluster.
-  - Raw REST calls, without API discovery; each write with C(fieldManager=gpuops.scheduling).
+  - One create (a replace only on a re-run), one list and a delete per report pruned, as plain REST calls on
+    kubernetes.core's connection; each write with C(fieldManager=gpuops.scheduling).
 author:
   - gpuops developers (@gpuops)
 options:

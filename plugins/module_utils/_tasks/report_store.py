@@ -106,7 +106,7 @@ def refusal(error, action, host):
 
 
 class ReportStore:
-    """One namespace's report ConfigMaps, through raw REST calls (no discovery)."""
+    """One namespace's report ConfigMaps, through plain REST calls (CoreV1Rest)."""
 
     def __init__(self, api, host, namespace, dry_run=False):
         self.api, self.host, self.namespace = api, host, namespace
