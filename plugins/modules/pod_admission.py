@@ -10,7 +10,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: pod_admission
-short_description: Ask the Kubernetes API server whether it would admit pods now, creating nothing
+short_description: Ask the Kubernetes API server whether it would admit pods and claim templates now, creating nothing
 version_added: 1.0.0
 description:
   - Sends each of O(definitions) to the API server as a server-side dry run (C(dryRun=All)), as
@@ -19,15 +19,22 @@ description:
     admission policy, a quota, a missing PriorityClass or namespace, a name already taken, a missing permission).
   - With O(label_selectors), first lists the pods of O(namespace) that carry those labels (for example the pods an
     interrupted earlier run left), in one call.
-  - Nothing is created or changed, in check mode or not. A refusal is the module's answer, not its failure; it fails
-    only when the API server cannot be asked (unreachable, credentials refused).
+  - Nothing is created or changed, in check mode or not. A refusal is the module's answer (RV(objects[].admitted) false,
+    with the API server's reason and message), not its failure. The task fails only when the API server gives no
+    verdict on the object - it cannot be reached, rejects the credentials (401), throttles (429) or is not serving
+    (502, 503, 504) - or when the list of O(label_selectors) fails; the message names the API server and what was
+    being asked.
+  - One request per definition and, with O(label_selectors), one list - plain REST calls on kubernetes.core's
+    connection.
 author:
   - gpuops developers (@gpuops)
 options:
   definitions:
     description:
-      - The objects to ask about - Pods (C(v1)) and ResourceClaimTemplates (C(resource.k8s.io/v1)), each with
-        C(metadata.name). Any other kind is refused with an error naming it.
+      - The objects to ask about, in the order they would be created - Pods (C(v1)) and ResourceClaimTemplates
+        (C(resource.k8s.io/v1)), each with C(metadata.name). Any other kind fails the task before anything is asked,
+        naming the object and the kinds accepted.
+      - Each is sent with C(dryRun=All) and C(fieldManager=gpuops.scheduling).
     type: list
     elements: dict
     default: []
@@ -38,8 +45,8 @@ options:
     required: true
   label_selectors:
     description:
-      - Label selectors (C(key=value), C(key!=value), ...), all of which a pod must match to be listed in
-        RV(existing). When empty, nothing is listed.
+      - Label selectors (C(key=value), C(key!=value), C(key in (a,b)), ...), all of which a pod must match to be listed
+        in RV(existing), before any dry run. When empty, nothing is listed.
     type: list
     elements: str
     default: []
@@ -61,13 +68,16 @@ requirements:
   - python >= 3.9
   - kubernetes >= 24.2.0
 notes:
-  - The identity needs C(create) on the kinds it asks about (a dry run is authorized as a create) and, with
-    O(label_selectors), C(list) on pods in O(namespace).
+  - "RBAC: the identity needs C(create) on the kinds it asks about in their namespaces (C(pods),
+    C(resource.k8s.io/resourceclaimtemplates): a dry run is authorized as a create, and a missing permission is
+    returned as a V(Forbidden) refusal) and, with O(label_selectors), C(list) on C(pods) in O(namespace)."
   - Admission webhooks with side effects are called only when they declare C(sideEffects) V(None) or V(NoneOnDryRun);
     the API server refuses a dry run another webhook would see, and that refusal is returned as any other.
 seealso:
   - module: kubernetes.core.k8s
-    description: Creates the objects (its check mode makes the same dry run, one module process per task).
+    description: Creates the objects (its check mode makes a dry run too, after API discovery, and fails on a refusal).
+  - module: gpuops.scheduling.pod_wait
+    description: Waits for the pods once they are created.
   - name: Dry run (Kubernetes API concepts)
     link: https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run
 """
@@ -89,13 +99,13 @@ EXAMPLES = r"""
 
 RETURN = r"""
 admitted:
-  description: Whether the API server admits every object.
-  returned: success
+  description: Whether the API server admits every object (true when O(definitions) is empty).
+  returned: always
   type: bool
   sample: true
 objects:
-  description: What the API server made of each definition, in their order.
-  returned: success
+  description: What the API server made of each definition, in their order (when the task failed, those answered until then).
+  returned: always
   type: list
   elements: dict
   contains:
@@ -128,7 +138,7 @@ objects:
       type: str
       sample: gpuops-preflight-no-preempt
     status:
-      description: The HTTP status of a refusal; null when admitted.
+      description: The HTTP status of a refusal (403, 404, 409, 422, ...); null when admitted.
       type: int
       sample: 403
     reason:
@@ -141,34 +151,38 @@ objects:
       sample: 'pods "gpu-demo-hold" is forbidden: no PriorityClass with name gpuops-preflight-no-preempt was found'
 existing:
   description: The pods of O(namespace) that match every one of O(label_selectors); empty when none were given.
-  returned: success
+  returned: always
   type: list
   elements: dict
   contains:
     name:
       description: The pod's name.
       type: str
+      sample: gpu-demo-hold
     namespace:
       description: The pod's namespace.
       type: str
+      sample: gpu-operator
     uid:
       description: The pod's UID.
       type: str
+      sample: 0f6c2d4e-7a1b-4c3d-9e8f-1a2b3c4d5e6f
     node_name:
       description: The node it is bound to, null while unscheduled.
       type: str
+      sample: prod102
     phase:
       description: The pod's phase.
       type: str
+      sample: Running
     deletion_timestamp:
       description: When its deletion was asked for, null otherwise.
       type: str
+      sample: "2026-12-04T10:15:00Z"
     labels:
       description: The pod's labels.
       type: dict
-  sample:
-    - {name: gpu-demo-hold, namespace: gpu-operator, uid: 0f6c..., node_name: prod102, phase: Running,
-       deletion_timestamp: null, labels: {app.kubernetes.io/managed-by: gpuops.scheduling}}
+      sample: {app.kubernetes.io/managed-by: gpuops.scheduling}
 """
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import k8s_module

@@ -2,7 +2,7 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""A node's report kept in the cluster (plugin_utils/_gpu_demo/report_store.py), from a real per-node result: the
+"""A node's report kept in the cluster (module_utils/_gpu_demo/report_store.py), from a real per-node result: the
 ConfigMap holds the report's texts unchanged, under the 1 MiB limit it says what it cut, and a run deletes only the
 oldest of its own reports."""
 
