@@ -25,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is not supported by the collection, this keeps sanity's import test quiet
     from urllib import quote
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL, check_url
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check_url
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import (
     PHASES,
     STATUSES,
@@ -33,6 +33,11 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows i
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import CONFIGMAP_REF, freshness
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import parse_time
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo import words as failure_words
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo.checks_page import installed_checks_url
+
+# The checks page each failed check links to by default: the installed collection's, on this controller.
+CHECKS_URL = installed_checks_url()
 
 # A summary of the Nodes' verdicts says of each node whether its verdict still holds, in this order.
 FRESHNESS = ("fresh", "stale", "failed", "never", "running", "unreadable", "absent")
@@ -311,7 +316,8 @@ def _row_view(index, row, words, lang, run_start, run_span):
         "freshness_rank": FRESHNESS.index(row["freshness"]) if row.get("freshness") in FRESHNESS else len(FRESHNESS),
         "phase": _phase_name(row["phase"], lang) if row["phase"] else None,
         "phase_rank": "%02d" % (PHASES.index(row["phase"]) if row["phase"] in PHASES else 99),
-        "check": row["check"], "check_url": row["check_url"], "reason": row["reason"],
+        # The reason in the page's language: a failed check said in Chinese keeps its English original quoted.
+        "check": row["check"], "check_url": row["check_url"], "reason": failure_words.row_reason(row, lang),
         "units": None if row["units"] is None else int(row["units"]),
         "gpus": _gpu_text(gpus), "gpu_uuids": " ".join(gpu["uuid"] or "" for gpu in gpus) or None,
         "allocation": allocation,
@@ -329,7 +335,8 @@ def _row_view(index, row, words, lang, run_start, run_span):
                    "seconds": ("%.2f s" % step["seconds"]) if step["seconds"] is not None and step["state"] != "skipped" else None}
                   for step in row["steps"]],
         "task": row["task"],
-        "checks": [dict(check, phase=_phase_name(check["phase"], lang)) for check in row["checks"]],
+        "checks": [dict(check, phase=_phase_name(check["phase"], lang), text=failure_words.check_text(check, lang))
+                   for check in row["checks"]],
         "gpu_list": [{"uuid": gpu["uuid"], "name": gpu["name"]} for gpu in gpus],
         "lanes": _lanes_drawing(row.get("timeline")),
         # The Markdown table's link to the node's story.
