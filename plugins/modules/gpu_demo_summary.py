@@ -117,8 +117,8 @@ options:
         links to V(<checks_url>#<check id>) in the pages, the JUnit, the returned summary (C(url) of each group and row
         check) and the AWX statistics. Empty for no links. The role's
         O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_checks_url).
-      - When not given, the C(docs/checks.md) of the installed collection on the controller, as a C(file://) URL: it
-        opens with no setting and no network, on the machine that ran the play.
+      - When not given, the C(docs/checks.md) of the installed collection on the controller, as a C(file://) URL, which
+        opens with no setting and no network on the machine that ran the play.
     type: str
   write:
     description:

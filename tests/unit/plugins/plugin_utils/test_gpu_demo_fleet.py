@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import phase_of_task
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo_fleet import CHECKS_URL
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
@@ -157,8 +157,10 @@ def test_markdown_in_english_and_chinese():
     english = fleet_markdown(summary())
     assert english.startswith("# GPU scheduling pre-flight: 6 node(s)\n")
     assert "**3 of 6 node(s) failed.**" in english
+    # The row links the page its run's report linked (the collection installed where that run ran); the groups by
+    # check, this controller's.
     assert "| [gpu-a4](%s) | **failed** | preflight | [node_ready](%s#node_ready) | node gpu-a4 is not Ready: " % (
-        NOT_READY["report_files"]["markdown"].rsplit("/", 1)[1], CHECKS_URL) in english
+        NOT_READY["report_files"]["markdown"].rsplit("/", 1)[1], NOT_READY["checks_url"]) in english
     chinese = fleet_markdown(summary(lang="zh"))
     assert chinese.startswith("# GPU 调度预检：6 个节点\n") and "## 按检查项汇总的失败" in chinese
     assert "| 预检 | [node_ready](%s#node_ready) | 1 | gpu-a4 |" % CHECKS_URL in chinese
@@ -192,8 +194,8 @@ def test_html_loads_nothing_from_anywhere():
     page = fleet_html(summary())
     assert not re.search(r"""src\s*=\s*["']?(https?:|//|javascript:)""", page, re.I)
     # The only absolute links are to the checks page, which a click opens: nothing is loaded from there.
-    absolute = re.findall(r"""href\s*=\s*["']?((?:https?:|//|javascript:)[^"' >]*)""", page, re.I)
-    assert absolute and all(link.startswith(CHECKS_URL + "#") for link in absolute), absolute
+    absolute = re.findall(r"""href\s*=\s*["']?((?:https?:|file:|//|javascript:)[^"' >]*)""", page, re.I)
+    assert absolute and all(link.startswith((CHECKS_URL + "#", NOT_READY["checks_url"] + "#")) for link in absolute), absolute
     assert "@import" not in page and "url(" not in page
     assert "default-src 'none'" in page
     # Every row links its story below the table, and the node's own reports beside it.
