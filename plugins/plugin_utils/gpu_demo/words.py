@@ -321,22 +321,23 @@ def _failed(checks):
     return [check for check in checks or [] if isinstance(check, dict) and check.get("passed") is False]
 
 
-def _checks_text(checks, lang):
-    """The failed checks said one after the other: their details joined as the role joins them (English), each with
-    its id in Chinese."""
+def _checks_text(checks, lang, ids=True):
+    """The failed checks said one after the other: their details joined as the role joins them (English); in Chinese
+    each with its id (``ids``; not where the sentence around them names them already)."""
     lang = lang_of(lang)
     words = SENTENCES[lang]
     if lang == "en":
         return words["joiner"].join(str(check.get("detail")) for check in checks)
-    return words["joiner"].join(words["check"].format(id=check.get("id"), text=check_text(check, lang)) for check in checks)
+    return words["joiner"].join(words["check"].format(id=check.get("id"), text=check_text(check, lang)) if ids
+                                else check_text(check, lang) for check in checks)
 
 
-def refusal(checks, node, lang="en"):
+def refusal(checks, node, lang="en", ids=True):
     """The pre-flight's refusal of ``node`` for its failed ``checks`` (the role's assert): in English "Refusing node
-    <node>: <details>", as the role has always said it."""
+    <node>: <details>", as the role has always said it; in Chinese each check said with its id (``ids``)."""
     lang = lang_of(lang)
     node_text = node if lang == "en" else quoted(node)
-    return SENTENCES[lang]["refusal"].format(node=node_text, details=_checks_text(_failed(checks), lang))
+    return SENTENCES[lang]["refusal"].format(node=node_text, details=_checks_text(_failed(checks), lang, ids))
 
 
 def stop(walk, lang="en"):
@@ -347,9 +348,10 @@ def stop(walk, lang="en"):
     return _checks_text(_failed(walk.get("checks")), lang)
 
 
-def failure_message(failure, checks=None, node=None, lang="en"):
+def failure_message(failure, checks=None, node=None, lang="en", ids=True):
     """What ended a run, in ``lang``: in English its message as recorded; in Chinese the failed checks said (a refusal
-    when the pre-flight failed) or, with no check, the task's name and its original message quoted."""
+    when the pre-flight failed; each with its id, ``ids``) or, with no check, the task's name and its original message
+    quoted."""
     failure = failure or {}
     lang = lang_of(lang)
     message = failure.get("message")
@@ -358,8 +360,8 @@ def failure_message(failure, checks=None, node=None, lang="en"):
     failed = _failed(checks)
     if failed:
         if failed[0].get("phase") == "preflight" and node:
-            return refusal(failed, node, lang)
-        return _checks_text(failed, lang)
+            return refusal(failed, node, lang, ids=ids)
+        return _checks_text(failed, lang, ids)
     if message and _CJK.search(str(message)):
         return message
     if failure.get("task"):
@@ -379,7 +381,7 @@ def run_failure(result, node=None, lang="en"):
     if lang == "en":
         return SENTENCES["en"]["failed"].format(node=node, checks=ids or "error", message=failure.get("message") or "")
     return SENTENCES["zh"]["failed"].format(node=quoted(node), checks=ids or SENTENCES["zh"]["error"],
-                                            message=failure_message(failure, failed, node, lang))
+                                            message=failure_message(failure, failed, node, lang, ids=False))
 
 
 def row_reason(row, lang="en"):
@@ -403,7 +405,7 @@ def row_failure_sentence(row, lang="en"):
     failed = [dict(check, passed=False) for check in row.get("checks") or []]
     if failed:
         first_phase = failed[0].get("phase")
-        said = refusal(failed, row["node"], lang) if first_phase == "preflight" else _checks_text(failed, lang)
+        said = refusal(failed, row["node"], lang, ids=False) if first_phase == "preflight" else _checks_text(failed, lang, False)
     else:
         said = failure_message({"task": row.get("task"), "message": row.get("message") or row.get("reason")}, lang=lang)
     return SENTENCES["zh"]["failed"].format(node=quoted(row["node"]), checks=", ".join(row["failed_checks"])
