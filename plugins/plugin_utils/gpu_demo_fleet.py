@@ -104,6 +104,12 @@ TEXT = {
     },
 }
 
+# A demo pod's states in the story's drawing (report.py's lanes).
+STATE_NAMES = {
+    "zh": {"pending": "等待", "unschedulable": "无法调度", "starting": "启动中", "running": "运行中", "succeeded": "已成功",
+           "failed": "失败", "terminating": "终止中"},
+}
+
 PHASE_NAMES = {
     "zh": {"input": "输入", "lock": "加锁", "preflight": "预检", "prepare": "准备", "probe": "旁路探测", "hold": "占卡",
            "queue": "排队", "release": "放行", "cleanup": "收场", "report": "报告", "run": "运行"},
@@ -262,7 +268,7 @@ def _window_bar(row, run_start, run_span):
     return drawing
 
 
-def _lanes_drawing(timeline):
+def _lanes_drawing(timeline, lang="en"):
     """The node's pods and their phases (the per-node SVG's upper half), small, for the story."""
     lanes = (timeline or {}).get("lanes") or []
     if not lanes:
@@ -282,7 +288,8 @@ def _lanes_drawing(timeline):
             start, end = float(start or 0), float(end or 0)
             segments.append({"x": "%.1f" % (left + start / span * width), "y": y + 1,
                              "width": "%.1f" % max((end - start) / span * width, 1.5), "height": lane_height - 4,
-                             "color": COLORS.get(state, "#999"), "title": "%s %.2f-%.2f s" % (state, start, end)})
+                             "color": COLORS.get(state, "#999"),
+                             "title": "%s %.2f-%.2f s" % (STATE_NAMES.get(lang, {}).get(state, state), start, end)})
         drawing["lanes"].append({"pod": lane["pod"], "y": y + 11, "segments": segments})
     return drawing
 
@@ -338,7 +345,7 @@ def _row_view(index, row, words, lang, run_start, run_span):
         "checks": [dict(check, phase=_phase_name(check["phase"], lang), text=failure_words.check_text(check, lang))
                    for check in row["checks"]],
         "gpu_list": [{"uuid": gpu["uuid"], "name": gpu["name"]} for gpu in gpus],
-        "lanes": _lanes_drawing(row.get("timeline")),
+        "lanes": _lanes_drawing(row.get("timeline"), lang),
         # The Markdown table's link to the node's story.
         "story": quote(row["reports"]["markdown"]) if row["reports"].get("markdown") else None,
         # The report kept in the cluster: the kubectl command that reads it.
