@@ -16,7 +16,7 @@ author:
 description:
   - Private to the P(gpuops.scheduling.gpu_demo#role) role, not a general-purpose lookup.
   - Returns the C(file://) URL of C(docs/checks.md) in the collection installed on the controller, the default of the
-    role's O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_checks_url): each failed check of a report links to its
+    role's O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_checks_url). Each failed check of a report links to its
     entry there, which opens on the controller that ran the play with no setting and no network.
   - An empty string where the collection was built without its C(docs/) (the reports then carry no link).
 options: {}
