@@ -140,9 +140,11 @@ class ActionModule(ActionBase):
         # The AWX job (one per slice of a sliced job), else this run: its set_stats keys are its own.
         job_id = args["job"] or run_id
         job = {"id": job_id, "verdicts_key": job_stat_key(job_id), "summary_key": job_stat_key(job_id, "gpu_demo_fleet_j")}
+        # Each failed host is failed with its sentence in the run's language.
+        failed_hosts = dict((row["host"], row_failure_sentence(row, summary["lang"]))
+                            for row in summary["rows"] if row["status"] == "failed")
         result.update(changed=False, files={}, summary=machine_readable(summary), verdicts=verdicts, job=job,
-                      failed_hosts=dict((row["host"], row_failure_sentence(row, summary["lang"]))
-                                         for row in summary["rows"] if row["status"] == "failed"))
+                      failed_hosts=failed_hosts)
         result["metrics"] = {"textfile": None, "pushed": [], "push_error": None}
         if not self._task.check_mode:
             self._metrics(args, summary, result)

@@ -24,6 +24,7 @@ CHECKOUT = Path(__file__).resolve().parents[3]
 FIXTURES = CHECKOUT / "tests" / "unit" / "fixtures" / "gpu_demo_results"
 EXAMPLES = sorted((CHECKOUT / "docs" / "report-example").glob("**/*-zh.md"))
 
+
 def zh_render(name):
     return render("report.zh.md.j2", _gpu_demo_result=json.loads((FIXTURES / name).read_text()))
 
