@@ -63,9 +63,15 @@ HOSTS = {**{node["name"]: None for node in TOPOLOGY["nodes"]},
          "gpu-10": {"gpu_demo_node": "gpu-09", "gpu_demo_hold_mode": "all-at-once"}}
 
 
+# Where the examples say the collection is installed (the checks page each failed check links to), rather than the
+# checkout that made them: ansible-galaxy's system-wide collections path.
+INSTALLED = "file:///usr/share/ansible/collections/ansible_collections/gpuops/scheduling"
+
+
 def canonical(text: str, sim: dict, work: Path) -> str:
     """A report's text as the default cluster on this checkout would have written it: the temporary directory is
-    reports/, the cluster's ports those of offset 0."""
+    reports/, the cluster's ports those of offset 0, the collection installed system-wide."""
+    text = text.replace(CHECKOUT.resolve().as_uri(), INSTALLED)
     text = text.replace(str(work / "reports"), "reports").replace(str(work), ".")
     offset = int(os.environ.get("GPUOPS_SIM_PORT_OFFSET") or 0)
     if offset:

@@ -29,10 +29,14 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_files im
     unchanged,
     write_atomically,
 )
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import failure_sentence
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import job_stat_key, verdict_of_row
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo_fleet import fleet_summary, machine_readable, render_json
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.words import row_failure_sentence
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo_fleet import (
+    CHECKS_URL,
+    fleet_summary,
+    machine_readable,
+    render_json,
+)
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._junit import junit_xml
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._metrics import previous_successes, push, textfile
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import fleet_html, fleet_markdown
@@ -51,7 +55,8 @@ ARGUMENT_SPEC = dict(
     job=dict(type="str"),
     lang=dict(type="str", default="en", choices=["en", "zh"]),
     write=dict(type="bool", default=True),
-    checks_url=dict(type="str", default=CHECKS_URL),
+    # None: the installed collection's page; empty: no links.
+    checks_url=dict(type="str"),
     nothing_tested=dict(type="str"),
     metrics_textfile=dict(type="path"),
     pushgateway_url=dict(type="str"),
@@ -122,7 +127,8 @@ class ActionModule(ActionBase):
         try:
             summary = fleet_summary(args["hosts"], results=results, failures=failures, run_id=run_id,
                                     mode=args["mode"], report_dir=directory, generated_at=generated, lang=args["lang"],
-                                    not_run_reasons=args["not_run_reasons"], checks_url=args["checks_url"] or None,
+                                    not_run_reasons=args["not_run_reasons"],
+                                    checks_url=CHECKS_URL if args["checks_url"] is None else args["checks_url"] or None,
                                     nothing_tested=args["nothing_tested"], report_configmaps=args["report_configmaps"])
             now = time.time()
             verdicts = dict((row["host"], verdict_of_row(row, now, job=args["job"]))
@@ -134,8 +140,11 @@ class ActionModule(ActionBase):
         # The AWX job (one per slice of a sliced job), else this run: its set_stats keys are its own.
         job_id = args["job"] or run_id
         job = {"id": job_id, "verdicts_key": job_stat_key(job_id), "summary_key": job_stat_key(job_id, "gpu_demo_fleet_j")}
+        # Each failed host is failed with its sentence in the run's language.
+        failed_hosts = dict((row["host"], row_failure_sentence(row, summary["lang"]))
+                            for row in summary["rows"] if row["status"] == "failed")
         result.update(changed=False, files={}, summary=machine_readable(summary), verdicts=verdicts, job=job,
-                      failed_hosts=dict((row["host"], failure_sentence(row)) for row in summary["rows"] if row["status"] == "failed"))
+                      failed_hosts=failed_hosts)
         result["metrics"] = {"textfile": None, "pushed": [], "push_error": None}
         if not self._task.check_mode:
             self._metrics(args, summary, result)

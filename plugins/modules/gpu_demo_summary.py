@@ -105,17 +105,21 @@ options:
     type: str
   lang:
     description:
-      - Language of the Markdown and HTML pages.
+      - Language of the Markdown and HTML pages, of the JUnit failure messages and of the failure each failed host is
+        failed with (RV(failed_hosts)). In V(zh) a failed check is said in Chinese; what Kubernetes, the kubelet or an
+        API server wrote (an event, a scheduler message, an API error, a URL) is quoted as it was written.
     type: str
     choices: [en, zh]
     default: en
   checks_url:
     description:
-      - The page that explains every check, as an absolute URL; each failed check links to V(<checks_url>#<check id>)
-        in the pages, the returned summary (C(url) of each group and row check) and the AWX statistics. Empty for no
-        links. The role's O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_checks_url).
+      - The page that explains every check, as an absolute C(https://), C(http://) or C(file://) URL; each failed check
+        links to V(<checks_url>#<check id>) in the pages, the JUnit, the returned summary (C(url) of each group and row
+        check) and the AWX statistics. Empty for no links. The role's
+        O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_checks_url).
+      - When not given, the C(docs/checks.md) of the installed collection on the controller, as a C(file://) URL, which
+        opens with no setting and no network on the machine that ran the play.
     type: str
-    default: https://example.invalid/gpuops/scheduling/blob/main/docs/checks.md
   write:
     description:
       - Write the files; with V(false) the summary is only returned (the role's O(gpuops.scheduling.gpu_demo#role:main:gpu_demo_write_report)).

@@ -28,7 +28,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is not supported by the collection, this keeps sanity's import test quiet
     from urllib import quote
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL, check_url
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check_url
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import (
     PHASES,
     STATUSES,
@@ -36,6 +36,11 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows i
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import CONFIGMAP_REF, freshness
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.pod_wait import parse_time
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo import words as failure_words
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.checks_page import installed_checks_url
+
+# The checks page each failed check links to by default: the installed collection's, on this controller.
+CHECKS_URL = installed_checks_url()
 
 # A summary of the Nodes' verdicts says of each node whether its verdict still holds, in this order.
 FRESHNESS = ("fresh", "stale", "failed", "never", "running", "unreadable", "absent")
@@ -100,6 +105,12 @@ TEXT = {
         "freshness_failed": "未通过", "freshness_never": "从未运行", "freshness_running": "运行中", "freshness_unreadable": "无法读取",
         "freshness_absent": "集群中没有该节点",
     },
+}
+
+# A demo pod's states in the story's drawing (report.py's lanes).
+STATE_NAMES = {
+    "zh": {"pending": "等待", "unschedulable": "无法调度", "starting": "启动中", "running": "运行中", "succeeded": "已成功",
+           "failed": "失败", "terminating": "终止中"},
 }
 
 PHASE_NAMES = {
@@ -260,7 +271,7 @@ def _window_bar(row, run_start, run_span):
     return drawing
 
 
-def _lanes_drawing(timeline):
+def _lanes_drawing(timeline, lang="en"):
     """The node's pods and their phases (the per-node SVG's upper half), small, for the story."""
     lanes = (timeline or {}).get("lanes") or []
     if not lanes:
@@ -280,7 +291,8 @@ def _lanes_drawing(timeline):
             start, end = float(start or 0), float(end or 0)
             segments.append({"x": "%.1f" % (left + start / span * width), "y": y + 1,
                              "width": "%.1f" % max((end - start) / span * width, 1.5), "height": lane_height - 4,
-                             "color": COLORS.get(state, "#999"), "title": "%s %.2f-%.2f s" % (state, start, end)})
+                             "color": COLORS.get(state, "#999"),
+                             "title": "%s %.2f-%.2f s" % (STATE_NAMES.get(lang, {}).get(state, state), start, end)})
         drawing["lanes"].append({"pod": lane["pod"], "y": y + 11, "segments": segments})
     return drawing
 
@@ -314,7 +326,8 @@ def _row_view(index, row, words, lang, run_start, run_span):
         "freshness_rank": FRESHNESS.index(row["freshness"]) if row.get("freshness") in FRESHNESS else len(FRESHNESS),
         "phase": _phase_name(row["phase"], lang) if row["phase"] else None,
         "phase_rank": "%02d" % (PHASES.index(row["phase"]) if row["phase"] in PHASES else 99),
-        "check": row["check"], "check_url": row["check_url"], "reason": row["reason"],
+        # The reason in the page's language: a failed check said in Chinese keeps its English original quoted.
+        "check": row["check"], "check_url": row["check_url"], "reason": failure_words.row_reason(row, lang),
         "units": None if row["units"] is None else int(row["units"]),
         "gpus": _gpu_text(gpus), "gpu_uuids": " ".join(gpu["uuid"] or "" for gpu in gpus) or None,
         "allocation": allocation,
@@ -332,9 +345,10 @@ def _row_view(index, row, words, lang, run_start, run_span):
                    "seconds": ("%.2f s" % step["seconds"]) if step["seconds"] is not None and step["state"] != "skipped" else None}
                   for step in row["steps"]],
         "task": row["task"],
-        "checks": [dict(check, phase=_phase_name(check["phase"], lang)) for check in row["checks"]],
+        "checks": [dict(check, phase=_phase_name(check["phase"], lang), text=failure_words.check_text(check, lang))
+                   for check in row["checks"]],
         "gpu_list": [{"uuid": gpu["uuid"], "name": gpu["name"]} for gpu in gpus],
-        "lanes": _lanes_drawing(row.get("timeline")),
+        "lanes": _lanes_drawing(row.get("timeline"), lang),
         # The Markdown table's link to the node's story.
         "story": quote(row["reports"]["markdown"]) if row["reports"].get("markdown") else None,
         # The report kept in the cluster: the kubectl command that reads it.

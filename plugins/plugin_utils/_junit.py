@@ -7,7 +7,8 @@
 # without notice. Do not use it from other collections, roles or standalone modules.
 
 """The run as JUnit XML, for CI systems (GitLab, Jenkins, Tekton): a test suite per node, a test case per check, a failed
-check's detail as its failure message. Controller only; written beside the summary by the gpu_demo_summary action.
+check's detail as its failure message, in the summary's language (gpu_demo/words.py). Controller only; written beside
+the summary by the gpu_demo_summary action.
 
 The shape is the Ant JUnit schema's (the one Jenkins and GitLab read): ``testsuites`` without attributes; each
 ``testsuite`` with name, timestamp (no time zone), hostname, tests, failures, errors, skipped, time, package and id
@@ -21,6 +22,8 @@ __metaclass__ = type
 
 import re
 import xml.etree.ElementTree as ET
+
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.words import check_text, row_reason
 
 # What XML 1.0 cannot hold (a check's detail may quote a pod's log).
 NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -36,7 +39,7 @@ def _timestamp(text):
     return match.group(1) if match else None
 
 
-def _suite(index, row, result, run_id, generated_at):
+def _suite(index, row, result, run_id, generated_at, lang="en"):
     node = row.get("node") or row["host"]
     suite = ET.Element("testsuite")
     properties = ET.SubElement(suite, "properties")
@@ -51,23 +54,24 @@ def _suite(index, row, result, run_id, generated_at):
                                                  "classname": "%s.%s" % (node, check.get("phase") or "run"), "time": "0"})
         if not check.get("passed"):
             counts["failures"] += 1
-            detail = _text(check.get("detail") or "failed")
+            # In the summary's language; in Chinese the English original stays quoted in the sentence.
+            detail = _text(check_text(check, lang) or "failed")
             failure = ET.SubElement(case, "failure", {"message": detail, "type": _text(check.get("phase") or "check")})
             failure.text = detail + ("\n" + check["url"] if check.get("url") else "")
     # What no check says: the run stopped on an error, or the node was not run at all.
     if row.get("status") == "failed" and not counts["failures"]:
         case = ET.SubElement(suite, "testcase", {"name": "run", "classname": "%s.%s" % (node, row.get("phase") or "run"),
                                                  "time": "%.3f" % (row.get("total_seconds") or 0)})
-        message = _text(row.get("message") or row.get("reason") or "error")
+        message = _text((row_reason(row, lang) if lang != "en" else row.get("message") or row.get("reason")) or "error")
         error = ET.SubElement(case, "error", {"message": message, "type": _text(row.get("task") or "error")})
         error.text = message
         counts["errors"] += 1
     elif row.get("status") == "not_run" or not checks:
         case = ET.SubElement(suite, "testcase", {"name": "run", "classname": "%s.run" % node, "time": "0"})
-        ET.SubElement(case, "skipped", {"message": _text(row.get("reason") or row.get("status"))})
+        ET.SubElement(case, "skipped", {"message": _text(row_reason(row, lang) or row.get("status"))})
         counts["skipped"] += 1
     counts["tests"] = len(suite.findall("testcase"))
-    ET.SubElement(suite, "system-out").text = _text(row.get("reason") or "")
+    ET.SubElement(suite, "system-out").text = _text(row_reason(row, lang) or "")
     ET.SubElement(suite, "system-err")
     suite.attrib.update({"name": _text(node), "package": "gpu_preflight.%s" % _text(node), "id": str(index),
                          "timestamp": _timestamp(row.get("started_at")) or _timestamp(generated_at) or "1970-01-01T00:00:00",
@@ -81,5 +85,6 @@ def junit_xml(summary, results):
     """The run's summary (gpu_demo_fleet.fleet_summary) and each host's result (every check) -> JUnit XML text."""
     root = ET.Element("testsuites")
     for index, row in enumerate(summary["rows"]):
-        root.append(_suite(index, row, (results or {}).get(row["host"]), summary.get("run_id"), summary.get("generated_at")))
+        root.append(_suite(index, row, (results or {}).get(row["host"]), summary.get("run_id"), summary.get("generated_at"),
+                           lang=summary.get("lang") or "en"))
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

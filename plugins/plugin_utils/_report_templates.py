@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, StrictUndefined
 
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _gpu_demo_fleet as fleet
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo import words
 
 # plugins/plugin_utils/ -> the collection's root -> the role's templates, where the per-node and the fleet reports are.
 TEMPLATES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -84,41 +85,7 @@ FILTERS = {
 
 # What each check proves, in one Chinese line: the zh report's check table shows it beside the check's message, which
 # stays the code's English original (docs/checks.md quotes it, so that a reader can find the entry by its words).
-CHECK_TITLES_ZH = {
-    "node_name_valid": "节点名是合法的 Kubernetes 节点名，并且能放进标签值。",
-    "hold_outlives_waits": "占位 Pod 睡眠的时间比占卡和排队两次等待加起来还长。",
-    "timeout_usable": "等待超时至少 1 秒。",
-    "vllm_healthy_before": "创建任何东西之前，推理服务是健康的。",
-    "node_found": "节点存在，并提供这种 GPU 资源（设备插件）或这个 DeviceClass 的设备（DRA）。",
-    "allocation_valid": "要求的分配方式是 auto、device_plugin 或 dra 之一。",
-    "node_ready": "节点处于 Ready。",
-    "node_schedulable": "节点没有被 cordon。",
-    "node_taints_tolerated": "演示 Pod 容忍节点上每个 NoSchedule 和 NoExecute 污点。",
-    "resource_allocatable": "节点上至少有一个可用的名额（设备插件）或设备（DRA）。",
-    "node_not_busy": "节点上没有别的 Pod 占着这种资源（除非允许繁忙节点）。",
-    "extended_resource_served": "通过 DRA 普通申请时，DeviceClass 提供 Pod 申请的那种资源。",
-    "free_units": "允许繁忙节点时，至少还有一个空闲名额可以占。",
-    "verdict_permitted": "这次运行的身份可以把结论写到 Node 上。",
-    "demo_pods_admitted": "API 服务器接受演示 Pod（服务端试运行）。",
-    "demo_pods_never_preempt": "演示 Pod 从 PriorityClass 得到 preemptionPolicy: Never。",
-    "hold_running": "申请全部空闲名额的占位 Pod 在这个节点上 Running。",
-    "hold_never_preempts": "运行中的占位 Pod 的 preemptionPolicy 是 Never。",
-    "hold_one_gpu_per_unit": "每个占位 Pod 看到的设备数正好等于它占的名额，每个名额各是一张。",
-    "hold_env_corroborates": "设备插件交付的内容与 Pod 里 nvidia-smi 看到的设备一致。",
-    "hold_devices_prepared": "通过 DRA 时，每个占位 Pod 看到的正是它的 claim 分到的设备。",
-    "queue_pending": "再申请一个名额的 Pod 停在 Pending，没有节点也没有 IP。",
-    "queue_insufficient": "调度器因为资源不够拒绝它（`Insufficient`，或 `cannot allocate all claims`）。",
-    "ledger_full": "排队 Pod 等待时，节点账本剩余 0，由占位 Pod 占满，排队 Pod 在等这个资源。",
-    "hold_not_preempted": "排队 Pod 等待期间，占位 Pod 仍然 Running。",
-    "hold_devices_healthy": "kubelet 没有把交给占位 Pod 的任何设备报告为 Unhealthy。",
-    "hold_released": "占位 Pod 已删除。",
-    "queue_ran_on_node": "随后排队 Pod 被调度到这个节点并 Succeeded。",
-    "queue_got_held_gpu": "排队 Pod 看到的是占位 Pod 占过的卡。",
-    "run_pods_gone": "这次运行的 Pod 一个不剩。",
-    "ledger_restored": "节点账本回到运行前的样子。",
-    "vllm_unchanged": "推理服务的回答和运行前一样。",
-    "claims_gone": "通过 DRA 时，这次运行的 ResourceClaim 和 ResourceClaimTemplate 一个不剩。",
-}
+CHECK_TITLES_ZH = dict((check_id, sentences["zh"]) for check_id, sentences in words.CHECK_SENTENCES.items())
 
 
 class ReportUndefined(ChainableUndefined, StrictUndefined):
@@ -139,6 +106,9 @@ def _environment():
                               finalize=_finalize)
     environment.filters.update(FILTERS)
     environment.globals["check_titles_zh"] = CHECK_TITLES_ZH
+    # A failed check, and what ended the run, in the report's language (words.py).
+    environment.globals["check_text"] = words.check_text
+    environment.globals["failure_text"] = words.failure_message
     return environment
 
 

@@ -19,10 +19,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Where each check is explained (docs/checks.md, one heading per check id): galaxy.yml's documentation URL with the
-# page's name; the role's gpu_demo_checks_url and the summary's checks_url default to it (a unit test keeps them equal).
-CHECKS_URL = "https://example.invalid/gpuops/scheduling/blob/main/docs/checks.md"
-
 # (id, phase, title), in the order a run reports them.
 CHECKS = (
     ("node_name_valid", "preflight", "The node name is a valid Kubernetes node name that fits in a label value."),
@@ -82,17 +78,21 @@ def not_judged(check_id, cause):
     return {"id": check_id, "phase": PHASE_OF[check_id], "passed": None, "detail": "not judged: {0}".format(cause)}
 
 
+# The links a report may carry: the checks page of a team's site, or the collection's own page on the controller.
+LINK_SCHEMES = ("https://", "http://", "file://")
+
+
 def check_url(base, check_id):
     """The link to a check's entry on the checks page: ``<base>#<check_id>`` (None without a base or an id, and for
-    a base that is not an http(s) URL: a report never carries a javascript: or data: link)."""
-    if not base or not check_id or not str(base).lower().startswith(("https://", "http://")):
+    a base that is not an http(s) or file URL: a report never carries a javascript: or data: link)."""
+    if not base or not check_id or not str(base).lower().startswith(LINK_SCHEMES):
         return None
     return "{0}#{1}".format(base, check_id)
 
 
 def link_failed_checks(checks, base):
     """The checks, each failed one with ``url``, its entry on the checks page (reports live on a controller, not in
-    the collection: the link is absolute)."""
+    the collection: the link is absolute, the installed collection's page by default)."""
     linked = []
     for check in checks or []:
         url = None if check.get("passed") is not False else check_url(base, check.get("id"))

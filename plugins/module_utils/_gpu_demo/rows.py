@@ -18,7 +18,7 @@ __metaclass__ = type
 
 import posixpath
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL, check_url
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check_url
 
 STATUSES = ("failed", "not_run", "checked", "passed")
 # The order a run goes through; a failure's phase sorts by it.
@@ -120,13 +120,13 @@ def _lanes(result):
             "window": [window.get("start_offset"), window.get("end_offset")] if window else None}
 
 
-def result_row(host, result=None, failure=None, report_dir=None, checks_url=CHECKS_URL):
+def result_row(host, result=None, failure=None, report_dir=None, checks_url=None):
     """One node's row: its status, where and why it failed, what it held and saw.
 
     ``result`` is the role's result for the node (``_gpu_demo_result``: the per-node JSON report), ``failure`` the
     play's record {phase, task, message} of a failure that happened outside the role's own report (bad input, for one).
     Each failed check links to its entry on the checks page: the URL the run's report gave it, else
-    ``checks_url#<id>``. A node checked in check mode, or without a result, gets its reason from the summary.
+    ``checks_url#<id>`` (none: no link). A node checked in check mode, or without a result, gets its reason from the summary.
     """
     row = {"host": host, "node": host, "status": "not_run", "phase": None, "check": None, "failed_checks": [],
            "check_url": None, "reason": None, "message": None, "task": None, "resource": None, "allocation": None, "run_id": None,

@@ -12,10 +12,10 @@ words), names made of separators (pods, nodes, resources, paths) and links' targ
 """
 
 import json
-import re
 from pathlib import Path
 
 import pytest
+from chinese_prose import english_prose
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import CHECK_TITLES_ZH, render
@@ -23,28 +23,6 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_template
 CHECKOUT = Path(__file__).resolve().parents[3]
 FIXTURES = CHECKOUT / "tests" / "unit" / "fixtures" / "gpu_demo_results"
 EXAMPLES = sorted((CHECKOUT / "docs" / "report-example").glob("**/*-zh.md"))
-
-# Four English words in a row, once what may stay English is taken out: a sentence, or the start of one.
-ENGLISH_WORDS = re.compile(r"[A-Za-z][A-Za-z']*(?:[ ,;:()]+[A-Za-z][A-Za-z']*){3,}")
-QUOTED = re.compile(r"`[^`]*`")
-LINK_TARGET = re.compile(r"\]\([^)]*\)")
-URL = re.compile(r"https?://\S+")
-# gpu-demo-hold, nvidia.com/gpu, prod102's pool a/b, key=value, 16:43:46: names and values, not words of a sentence.
-NAME = re.compile(r"\S*[-_./=:]\S*")
-
-
-def english_prose(markdown):
-    """[(line number, the English words, the line)] of the prose lines of ``markdown`` (code blocks skipped)."""
-    found, in_code = [], False
-    for number, line in enumerate(markdown.splitlines(), 1):
-        if line.startswith("```"):
-            in_code = not in_code
-            continue
-        if in_code:
-            continue
-        bare = NAME.sub(" ", URL.sub(" ", LINK_TARGET.sub("]", QUOTED.sub(" ", line))))
-        found += [(number, match.group(0), line) for match in ENGLISH_WORDS.finditer(bare)]
-    return found
 
 
 def zh_render(name):

@@ -64,6 +64,16 @@ def links(path):
             yield reference.group(1)
 
 
+# Where the example reports say the collection is installed (tests/report_example.py: INSTALLED).
+INSTALLED = "file:///usr/share/ansible/collections/ansible_collections/gpuops/scheduling/"
+# RFC 2606 / 6761 names that never resolve, or resolve to a page about examples.
+PLACEHOLDER_DOMAINS = ("invalid", "example", "example.com", "example.org", "example.net", "test")
+
+
+def placeholder_host(host):
+    return any(host == domain or host.endswith("." + domain) for domain in PLACEHOLDER_DOMAINS) if host else False
+
+
 def private_host(host):
     if not host or host == "localhost" or host.endswith(".local") or host.endswith(".internal"):
         return bool(host)
@@ -82,13 +92,21 @@ def broken(path):
         if parsed.scheme in ("http", "https"):
             if private_host(parsed.hostname):
                 problems.append("{0}: a private address".format(target))
+            elif placeholder_host(parsed.hostname):
+                problems.append("{0}: a placeholder host, which opens nothing".format(target))
             continue
-        if parsed.scheme or target.startswith("//"):
+        if target.startswith(INSTALLED):
+            # The example reports link the checks page of the collection installed where the EE installs it: the page
+            # of this checkout.
+            file_part, _hash, anchor = target[len(INSTALLED):].partition("#")
+            resolved = (CHECKOUT / unquote(file_part)).resolve()
+        elif parsed.scheme or target.startswith("//"):
             if parsed.scheme != "mailto":
                 problems.append("{0}: an unknown scheme".format(target))
             continue
-        file_part, _hash, anchor = target.partition("#")
-        resolved = (path.parent / unquote(file_part)).resolve() if file_part else path
+        else:
+            file_part, _hash, anchor = target.partition("#")
+            resolved = (path.parent / unquote(file_part)).resolve() if file_part else path
         if not resolved.exists():
             problems.append("{0}: no such file".format(target))
             continue
@@ -130,12 +148,17 @@ def test_broken_links_and_private_addresses_are_found(tmp_path, monkeypatch):
     page = tmp_path / "page.md"
     page.write_text("# Here\n\n[ok](other.md#other-page) [ok](#here) [ok](https://kubernetes.io/docs/) `[code](gone.md)`\n"
                     "[bad](gone.md) [bad](other.md#missing) [bad](#nowhere) [bad](http://10.0.1.47:8000/health)\n"
-                    "![bad](img/missing.png) [bad](https://192.168.1.5/) [bad](http://localhost:8000/)\n")
+                    "![bad](img/missing.png) [bad](https://192.168.1.5/) [bad](http://localhost:8000/)\n"
+                    "[bad](https://example.invalid/docs/checks.md#node_ready) [bad](file:///home/me/checks.md)\n"
+                    "[ok](" + INSTALLED + "other.md#other-page) [bad](" + INSTALLED + "other.md#missing)\n")
     assert broken(page) == [
         "gone.md: no such file", "other.md#missing: no heading with that anchor in other.md",
         "#nowhere: no heading with that anchor in page.md", "http://10.0.1.47:8000/health: a private address",
         "img/missing.png: no such file", "https://192.168.1.5/: a private address",
-        "http://localhost:8000/: a private address"]
+        "http://localhost:8000/: a private address",
+        "https://example.invalid/docs/checks.md#node_ready: a placeholder host, which opens nothing",
+        "file:///home/me/checks.md: an unknown scheme",
+        INSTALLED + "other.md#missing: no heading with that anchor in other.md"]
 
 
 def test_the_pages_are_found():

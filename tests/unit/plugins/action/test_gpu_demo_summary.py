@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from chinese_prose import english_prose
+
 CHECKOUT = Path(__file__).resolve().parents[4]
 FIXTURES = CHECKOUT / "tests" / "unit" / "fixtures" / "gpu_demo_results"
 
@@ -67,6 +69,14 @@ def test_check_mode_writes_nothing_then_a_run_writes_the_three_files(tmp_path):
     assert (reports / "gpu-demo-fleet-t1.md").read_text().startswith("# GPU 调度预检：3 个节点")
     page = (reports / "gpu-demo-fleet-t1.html").read_text()
     assert "bad &lt;value&gt;" in page and "bad <value>" not in page
+    # In the run's language, the failure each failed host is failed with; the Node's verdict stays English.
+    assert result["failed_hosts"]["gpu-a4"].startswith("节点 `gpu-a4` 上的 GPU 调度演示未通过：node_ready：拒绝节点 `gpu-a4`：")
+    assert english_prose(result["failed_hosts"]["gpu-a4"]) == [] and english_prose(result["failed_hosts"]["bad-input"]) == []
+    assert result["verdicts"]["gpu-a4"]["detail"].startswith("node gpu-a4 is not Ready: ")
+    # Nothing written links a placeholder host: the checks link is the installed collection's page, which opens.
+    for path in reports.iterdir():
+        assert "example.invalid" not in path.read_text(), path.name
+    assert (CHECKOUT / "docs" / "checks.md").as_uri() + "#node_ready" in (reports / "gpu-demo-fleet-t1.md").read_text()
 
 
 def test_a_run_id_with_a_path_is_refused(tmp_path):

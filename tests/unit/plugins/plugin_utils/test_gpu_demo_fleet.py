@@ -9,14 +9,16 @@ gpu-a4 was refused before anything was created (NotReady).
 """
 
 import copy
+import html
 import json
 import re
 from pathlib import Path
 
 import pytest
+from chinese_prose import english_prose
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import result_row
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import CHECKS_URL
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo_fleet import CHECKS_URL
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _gpu_demo_fleet as fleet
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import fleet_html, fleet_markdown
 
@@ -156,11 +158,35 @@ def test_markdown_in_english_and_chinese():
     english = fleet_markdown(summary())
     assert english.startswith("# GPU scheduling pre-flight: 6 node(s)\n")
     assert "**3 of 6 node(s) failed.**" in english
+    # The row links the page its run's report linked (the collection installed where that run ran); the groups by
+    # check, this controller's.
     assert "| [gpu-a4](%s) | **failed** | preflight | [node_ready](%s#node_ready) | node gpu-a4 is not Ready: " % (
-        NOT_READY["report_files"]["markdown"].rsplit("/", 1)[1], CHECKS_URL) in english
+        NOT_READY["report_files"]["markdown"].rsplit("/", 1)[1], NOT_READY["checks_url"]) in english
     chinese = fleet_markdown(summary(lang="zh"))
     assert chinese.startswith("# GPU 调度预检：6 个节点\n") and "## 按检查项汇总的失败" in chinese
     assert "| 预检 | [node_ready](%s#node_ready) | 1 | gpu-a4 |" % CHECKS_URL in chinese
+
+
+def test_in_chinese_every_column_and_every_story_is_chinese():
+    """The reasons of failed and not-run nodes, the phases, the statuses and the failed checks of each story: no English
+    sentence outside what is quoted (the checks' English originals, what the cluster wrote)."""
+    reasons = {"gone": "stale: passed at 2026-11-30T22:00:00Z (run r1): the node rebooted (boot 1234abcd -> 5678efgh)"}
+    chinese = summary(lang="zh", not_run_reasons=reasons)
+    assert english_prose(fleet_markdown(chinese)) == []
+    by_host = rows(chinese)
+    page = fleet.page(chinese)
+    views = dict((view["host"], view) for view in page["rows"])
+    assert views["gpu-a4"]["reason"].startswith("节点 `gpu-a4` 不是 Ready：")
+    assert views["gpu-a4"]["checks"][0]["text"] == views["gpu-a4"]["reason"]
+    assert views["gone"]["reason"].startswith("已过时：") and views["gpu-a5"]["reason"].startswith("任务 `Lock | ")
+    # The HTML page quotes a task's name in italics.
+    body = fleet_html(chinese).split("<body", 1)[1].split("<script", 1)[0]
+    html_text = re.sub(r"<[^>]+>", " ", re.sub(r"<i>.*?</i>", " ", body))
+    assert english_prose(html.unescape(html_text)) == []
+    # The summary's data stays the checks' own words, as the Nodes and the JSON carry them.
+    assert by_host["gpu-a4"]["reason"].startswith("node gpu-a4 is not Ready: ")
+    # Control: the same summary in English says it in English.
+    assert english_prose(fleet_markdown(summary(not_run_reasons=reasons)))
 
 
 def test_markdown_cells_stay_one_line():
@@ -191,8 +217,8 @@ def test_html_loads_nothing_from_anywhere():
     page = fleet_html(summary())
     assert not re.search(r"""src\s*=\s*["']?(https?:|//|javascript:)""", page, re.I)
     # The only absolute links are to the checks page, which a click opens: nothing is loaded from there.
-    absolute = re.findall(r"""href\s*=\s*["']?((?:https?:|//|javascript:)[^"' >]*)""", page, re.I)
-    assert absolute and all(link.startswith(CHECKS_URL + "#") for link in absolute), absolute
+    absolute = re.findall(r"""href\s*=\s*["']?((?:https?:|file:|//|javascript:)[^"' >]*)""", page, re.I)
+    assert absolute and all(link.startswith((CHECKS_URL + "#", NOT_READY["checks_url"] + "#")) for link in absolute), absolute
     assert "@import" not in page and "url(" not in page
     assert "default-src 'none'" in page
     # Every row links its story below the table, and the node's own reports beside it.

@@ -20,6 +20,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from chinese_prose import english_prose
 from lxml import etree
 
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo_fleet import fleet_summary
@@ -81,9 +82,10 @@ def conforms(schema, text):
     return suites
 
 
-def run(schema, results, hosts=None, failures=None):
+def run(schema, results, hosts=None, failures=None, lang="en"):
     hosts = hosts or list(results)
-    summary = fleet_summary(hosts, results=results, failures=failures or {}, run_id="r1", generated_at="2026-12-02T10:00:00Z")
+    summary = fleet_summary(hosts, results=results, failures=failures or {}, run_id="r1", generated_at="2026-12-02T10:00:00Z",
+                            lang=lang)
     return conforms(schema, junit_xml(summary, results))
 
 
@@ -112,6 +114,23 @@ def test_a_node_that_failed_outside_its_checks_is_an_error_and_one_not_run_is_sk
     error = by_name["broken"].find("testcase/error")
     assert error.get("message") == "gpu_demo_timeout must be a number" and by_name["broken"].get("errors") == "1"
     assert by_name["later"].find("testcase/skipped") is not None and by_name["later"].get("skipped") == "1"
+
+
+def test_in_chinese_each_failure_message_is_said_in_chinese_with_the_original_quoted(schema):
+    suites = run(schema, {"gpu-a2": PASSED, "gpu-a4": NOT_READY}, hosts=["gpu-a2", "gpu-a4", "broken", "later"],
+                 failures={"broken": {"task": "Check the input", "message": "gpu_demo_timeout must be a number"}}, lang="zh")
+    by_name = {suite.get("name"): suite for suite in suites}
+    failure = by_name["gpu-a4"].find("testcase/failure")
+    assert failure.get("message").startswith("节点 `gpu-a4` 不是 Ready：") and failure.get("type") == "preflight"
+    assert failure.text.startswith(failure.get("message") + "\n") and failure.text.endswith("#node_ready")
+    error = by_name["broken"].find("testcase/error")
+    assert error.get("message") == "任务 `Check the input` 出错，原文：`gpu_demo_timeout must be a number`"
+    texts = [failure.get("message"), error.get("message"), by_name["later"].find("testcase/skipped").get("message"),
+             by_name["gpu-a4"].find("system-out").text]
+    assert all(english_prose(text) == [] for text in texts), texts
+    # Control: in English, the check's own detail.
+    english = run(schema, {"gpu-a4": NOT_READY})[0].find("testcase/failure").get("message")
+    assert english == next(check["detail"] for check in NOT_READY["checks"] if check["passed"] is False)
 
 
 @pytest.mark.parametrize("broken", ["case without a name", "suite without its test count", "element unknown to the schema",

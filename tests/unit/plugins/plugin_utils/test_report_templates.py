@@ -7,14 +7,16 @@ failed checks linked to their entry on the checks page, the allocation path said
 
 import copy
 import json
+import urllib.parse
 import xml.dom.minidom
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import (
-    CHECKS_URL, check_url, link_failed_checks)
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check_url, link_failed_checks
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.checks_page import installed_checks_url
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo_fleet import CHECKS_URL
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import TEMPLATES, render
 
 CHECKOUT = Path(__file__).resolve().parents[4]
@@ -37,12 +39,14 @@ def test_the_templates_are_the_roles():
         assert (Path(TEMPLATES) / name).is_file()
 
 
-def test_only_failed_checks_get_a_link_and_only_to_an_http_page():
+def test_only_failed_checks_get_a_link_and_only_to_an_http_or_file_page():
     checks = link_failed_checks(NOT_READY["checks"], BASE)
     assert [check["url"] for check in checks if not check["passed"]] == [BASE + "#node_ready"]
     assert all("url" not in check for check in checks if check["passed"])
     assert link_failed_checks(NOT_READY["checks"], None) == NOT_READY["checks"]
     assert check_url("javascript:alert(1)", "node_ready") is None and check_url(BASE, "") is None
+    assert check_url("data:text/html,x", "node_ready") is None
+    assert check_url("file:///opt/collections/docs/checks.md", "node_ready") == "file:///opt/collections/docs/checks.md#node_ready"
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -101,15 +105,27 @@ def test_a_missing_value_is_an_error_not_an_empty_report():
         render("timeline.svg.j2", _gpu_demo_result=result)
 
 
-def test_the_checks_page_url_is_the_collections_documentation():
-    galaxy = yaml.safe_load((CHECKOUT / "galaxy.yml").read_text())
-    assert galaxy["documentation"].startswith(galaxy["repository"] + "/")
-    assert CHECKS_URL == galaxy["documentation"] + "/checks.md"
+def test_the_default_checks_link_is_the_installed_collections_page_which_opens():
+    """Not a placeholder host: the page inside the collection that judged the run, on the controller."""
+    assert CHECKS_URL == installed_checks_url() == (CHECKOUT / "docs" / "checks.md").as_uri()
+    link = check_url(CHECKS_URL, "node_ready")
+    assert Path(urllib.parse.urlsplit(link).path).read_text(encoding="utf-8").count("\n### node_ready\n") == 1
+    # The role's default is that page, through the lookup; the summary's too, when it is not given.
     defaults = yaml.safe_load((CHECKOUT / "roles" / "gpu_demo" / "defaults" / "main.yml").read_text())
+    assert defaults["gpu_demo_checks_url"] == "{{ lookup('gpuops.scheduling.gpu_demo_checks_page') }}"
+    from ansible_collections.gpuops.scheduling.plugins.lookup.gpu_demo_checks_page import LookupModule  # pylint: disable=import-outside-toplevel
+    assert LookupModule().run([], {}) == [CHECKS_URL]
     specs = yaml.safe_load((CHECKOUT / "roles" / "gpu_demo" / "meta" / "argument_specs.yml").read_text())
-    assert defaults["gpu_demo_checks_url"] == specs["argument_specs"]["main"]["options"]["gpu_demo_checks_url"]["default"] == CHECKS_URL
+    assert "default" not in specs["argument_specs"]["main"]["options"]["gpu_demo_checks_url"]
     from ansible_collections.gpuops.scheduling.plugins.modules import gpu_demo_summary  # pylint: disable=import-outside-toplevel
-    assert yaml.safe_load(gpu_demo_summary.DOCUMENTATION)["options"]["checks_url"]["default"] == CHECKS_URL
+    assert "default" not in yaml.safe_load(gpu_demo_summary.DOCUMENTATION)["options"]["checks_url"]
+
+
+def test_a_collection_built_without_its_docs_links_nothing(tmp_path):
+    assert installed_checks_url(str(tmp_path)) is None
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "checks.md").write_text("# The checks\n")
+    assert installed_checks_url(str(tmp_path)) == (tmp_path / "docs" / "checks.md").resolve().as_uri()
 
 
 # A run through NVIDIA's DRA driver on the H200 (docs/evidence/h200-nvidia-both): a DRA node advertises no allocatable
