@@ -77,8 +77,8 @@ options:
       - C(serial) when the run went one node at a time and stopped at the first failed node (the nodes after it are
         C(not run), naming it); C(parallel) otherwise.
       - C(verdicts) for the fleet's summary made from the Nodes' verdicts (C(playbooks/gpu_demo_fleet_summary.yml)).
-        Each row then says whether its verdict still holds (C(freshness) - V(fresh), V(stale), V(failed), V(never),
-        V(running), V(unreadable) or V(absent), read from O(results) and O(not_run_reasons)), in a column of its own.
+        Each row then says whether its verdict still holds (C(freshness) - V(fresh), V(stale), V(untrusted), V(failed),
+        V(never), V(running), V(unreadable) or V(absent), read from O(results) and O(not_run_reasons)), in a column of its own.
     type: str
     choices: [parallel, serial, verdicts]
     default: parallel
@@ -218,7 +218,7 @@ summary:
       check, most frequent first), C(rows) (one per node, failures first), C(run_id), C(mode), C(generated_at),
       C(started_at), C(passed) (at least one node, none failed and every node ran), C(nothing_tested) (why
       no node was tested, when there is none; else V(null)) and, with O(mode=verdicts), C(freshness) (how many nodes
-      are V(fresh), V(stale), V(failed), V(never), V(running), V(unreadable), V(absent); else V(null)).
+      are V(fresh), V(stale), V(untrusted), V(failed), V(never), V(running), V(unreadable), V(absent); else V(null)).
     - A row has C(host), C(node), C(status) (C(failed), C(not_run), C(checked), C(passed)), C(phase), C(check),
       C(failed_checks), C(reason), C(message) (the failure's whole message), C(task), C(units), C(gpus), C(window), C(vllm), C(memory_outside_ledger),
       C(started_at), C(total_seconds), C(reports) (paths relative to O(dir)), C(checks) (the failed ones, with their

@@ -237,6 +237,83 @@ def staleness(verdict, node, pods=None, now=None, max_age=None, slices=None):
     return reasons
 
 
+# How far a verdict's own time may run ahead of the API server's record of its write: the controller's clock and the
+# API server's may disagree a little, never by days.
+CLOCK_SKEW = 300
+# The verdict's keys, as the API server's managedFields name them, and how a sentence names each.
+_TRACKED = (
+    ("its report annotation", ("f:metadata", "f:annotations", "f:" + REPORT_ANNOTATION)),
+    ("its label", ("f:metadata", "f:labels", "f:" + LABEL)),
+    ("its condition", ("f:status", "f:conditions", None)),
+)
+
+
+def _owns(fields, path):
+    """Whether a managedFields entry's fieldsV1 holds ``path`` (or a part of it). A None step is our condition's
+    list key, k:{"type":"gpuops.scheduling/GPUPreflightPassed"}, read as JSON rather than matched as text."""
+    for step in path:
+        if not isinstance(fields, dict):
+            return False
+        if step is None:
+            fields = next((value for key, value in fields.items() if key.startswith("k:") and _condition_key(key)), None)
+        else:
+            fields = fields.get(step)
+        if fields is None:
+            return False
+    return True
+
+
+def _condition_key(key):
+    try:
+        return (json.loads(key[2:]) or {}).get("type") == CONDITION_TYPE
+    except (ValueError, AttributeError):
+        return False
+
+
+def writers(node):
+    """{what: [(manager, time)]}: who the API server records as the last writer of each of the verdict's keys (its
+    report annotation, label and condition), from the Node's metadata.managedFields."""
+    entries = ((node or {}).get("metadata") or {}).get("managedFields") or []
+    return dict((what, [(entry.get("manager") or "an unnamed writer", entry.get("time")) for entry in entries
+                        if isinstance(entry, dict) and _owns(entry.get("fieldsV1"), path)])
+                for what, path in _TRACKED)
+
+
+def _span(seconds):
+    """A time span as people say it: '30 days', '5 hours', '12 minutes'."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(round(seconds / float(size)))
+            return "{0} {1}{2}".format(count, unit, "" if count == 1 else "s")
+    return "{0} seconds".format(int(seconds))
+
+
+def distrust(verdict, node, skew=CLOCK_SKEW):
+    """Why the verdict read from ``node`` cannot be believed: a list of sentences, empty when the collection wrote it.
+
+    Believed only when the API server records the field manager gpuops.scheduling as the last writer of its report
+    annotation, label and condition (anyone with patch on nodes can write the same JSON: kubectl annotate, kubectl
+    edit, another controller), and when its time is not later than the API server's time of that write plus ``skew``
+    (a verdict re-dated into the future would otherwise stay fresh for as long as it is dated ahead)."""
+    found = writers(node)
+    reasons = []
+    for what, _path in _TRACKED:
+        for manager, at in found[what]:
+            if manager != FIELD_MANAGER:
+                reasons.append("{0} was written by {1} at {2}, not by a pre-flight: not trusted".format(
+                    what, manager, at or "an unknown time"))
+    unrecorded = [what for what, _path in _TRACKED if not found[what]]
+    if unrecorded:
+        reasons.append("the API server has no record of who wrote {0}: not trusted".format(" or ".join(unrecorded)))
+    ours = [parse_iso(at) for manager, at in found[_TRACKED[0][0]] if manager == FIELD_MANAGER]
+    written = max([at for at in ours if at is not None] or [None]) if ours else None
+    dated = parse_iso(verdict.get("at"))
+    if written is not None and dated is not None and dated > written + skew:
+        reasons.append("dated {0} ahead of the API server's record of the write ({1}): not trusted".format(
+            _span(dated - written), utc_iso(written)))
+    return reasons
+
+
 def event_reason(verdict):
     """GPUPreflightPassed, GPUPreflightRefused (the pre-flight refused the node before testing), GPUPreflightFailed."""
     if verdict["state"] == "passed":
@@ -384,7 +461,8 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
     must have a row (the inventory); ``pods``: the pods on those nodes (the device plugins' among them), ``slices``: the
     cluster's ResourceSlices (the DRA nodes' devices), each None when not read. A verdict that no longer holds of its
     Node (``staleness``: a reboot, a new driver, fewer units or DRA devices, older than ``max_age`` seconds) is stale,
-    a run that started more than ``max_running`` seconds ago and never finished was interrupted: neither counts as a
+    a run that started more than ``max_running`` seconds ago and never finished was interrupted, a verdict on a Node
+    that the collection did not write, or dated ahead of its write (``distrust``), is not trusted: none counts as a
     result.
     """
     now = time.time() if now is None else now
@@ -404,7 +482,12 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
             continue
         state = verdict.get("state")
         at = parse_iso(verdict.get("at"))
-        if state == "unreadable":
+        # Only a verdict read from its Node can be traced to its writer; one a job handed over is its own record.
+        untrusted = distrust(verdict, objects[name]) if name in objects and state != "unreadable" else []
+        if untrusted:
+            reasons[name] = "not trusted: {0} at {1} (run {2}): {3}".format(state, verdict.get("at"), verdict.get("run_id"),
+                                                                           "; ".join(untrusted))
+        elif state == "unreadable":
             reasons[name] = "unreadable verdict on node {0} (label {1}, condition {2}): written by hand or half written".format(
                 name, verdict.get("label"), (verdict.get("condition") or {}).get("status"))
         elif state == "running":
@@ -444,14 +527,15 @@ def report_configmaps(nodes):
 
 
 def freshness(names, results, reasons):
-    """fleet_inputs' answer -> {node: fresh|failed|stale|never|running|unreadable}: which nodes a revalidation walks."""
+    """fleet_inputs' answer -> {node: fresh|failed|stale|untrusted|never|running|unreadable}: which nodes a revalidation
+    walks (an untrusted verdict as a stale one)."""
     states = {}
     for name in names:
         if name in results:
             states[name] = "fresh" if results[name]["passed"] else "failed"
         else:
             head = reasons.get(name, "").split(":")[0]
-            states[name] = {"stale": "stale", "running": "running", "interrupted": "stale",
+            states[name] = {"stale": "stale", "not trusted": "untrusted", "running": "running", "interrupted": "stale",
                             "never pre-flighted": "never", "no node {0} in the cluster".format(name): "absent"}.get(
                                 head, "unreadable")
     return states

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from api_server_writes import apply_writes
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import verdict
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import gpu_demo_fleet as fleet
@@ -38,11 +39,7 @@ def written_node(name, result=None, at=NOW, state=None, kubelet=True):
     found = verdict.running_verdict(name, "r1", at) if state == "running" else verdict.verdict_of_result(result, at)
     node = {"metadata": {"name": name, "labels": {"nvidia.com/gpu.present": "true"}, "annotations": {}},
             "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}] if kubelet else []}}
-    writes = verdict.node_writes(found, node, now=at)
-    node["metadata"]["labels"].update(writes["metadata"]["metadata"]["labels"])
-    node["metadata"]["annotations"].update(writes["metadata"]["metadata"]["annotations"])
-    node["status"]["conditions"] += writes["status"]["status"]["conditions"]
-    return node
+    return apply_writes(node, verdict.node_writes(found, node, now=at), at)
 
 
 def test_a_pass_is_true_with_its_units_gpus_and_run():
@@ -189,8 +186,8 @@ def test_the_summary_of_the_nodes_says_of_each_whether_its_verdict_still_holds()
     states = dict((row["host"], row["freshness"]) for row in summary["rows"])
     assert states == {"fresh": "fresh", "bad": "failed", "stale": "stale", "stale-bad": "stale", "busy": "running",
                       "dead": "stale", "never": "never", "gone": "absent"}
-    assert summary["freshness"] == {"fresh": 1, "stale": 3, "failed": 1, "never": 1, "running": 1, "unreadable": 0,
-                                    "absent": 1}
+    assert summary["freshness"] == {"fresh": 1, "stale": 3, "untrusted": 0, "failed": 1, "never": 1, "running": 1,
+                                    "unreadable": 0, "absent": 1}
     # Its own column, beside the status; the reason a stale verdict no longer holds stays in the row's Why.
     lines = fleet_markdown(summary).splitlines()
     header = [line for line in lines if line.startswith("| Node | Status |")][0]
