@@ -25,6 +25,7 @@ import random
 import re
 import time
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import follows_from
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import result_row
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.dra_ledger import published_devices
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledger import operator_component
@@ -58,8 +59,11 @@ REASONS = {
 }
 PASSED_REASON = "PreflightPassed"
 RUNNING_REASON = "PreflightRunning"
-MESSAGE_LIMIT = 300
-DETAIL_LIMIT = 160
+# The condition's message and the Event's note are cut only where the API limits them: an Event's note holds 1 KiB (the
+# condition's message is held to the same, so both say the same). The first cause is never cut: what follows from it
+# goes first, then the detail's end.
+MESSAGE_LIMIT = 1024
+DETAIL_LIMIT = 900
 
 # The Event each verdict leaves on the Node (events.k8s.io/v1), where kubectl describe node and kubectl events look.
 EVENT_CONTROLLER = "gpuops.scheduling/preflight"
@@ -338,7 +342,7 @@ def event(verdict, node, now, instance):
         "reportingController": EVENT_CONTROLLER, "reportingInstance": _one_line(instance, 128) or "unknown",
         "action": EVENT_ACTION, "reason": event_reason(verdict),
         "type": "Normal" if verdict["state"] == "passed" else "Warning",
-        "note": _one_line(message(verdict), EVENT_NOTE_LIMIT),
+        "note": message(verdict, EVENT_NOTE_LIMIT),
     }
 
 
@@ -350,11 +354,25 @@ def running_verdict(node, run_id, at, resource=None, job=None):
             "total_seconds": None}
 
 
-def message(verdict):
-    """The condition's message: one line, with the run id."""
+def _fit(head, detail, extras, tail, limit):
+    """``head`` + ``detail`` + ``extras`` + ``tail`` in one line of at most ``limit`` characters: the extras go first, then
+    the detail's end; the head (the first cause) and the tail (the run id) stay."""
+    extras = [" ".join(str(extra).split()) for extra in extras]
+    detail = " ".join(str(detail or "").split())
+    while extras and len(head + detail + "".join(extras) + tail) > limit:
+        extras.pop()
+    room = limit - len(head + "".join(extras) + tail)
+    if len(detail) > room:
+        detail = detail[:max(room - 1, 0)] + "…"
+    return head + detail + "".join(extras) + tail
+
+
+def message(verdict, limit=MESSAGE_LIMIT):
+    """The condition's message (and the Event's note): one line with the run id. A failure leads with its first cause,
+    the check and what it names (the device, the pod, the taint), then what follows from it."""
     run = "run {0}".format(verdict.get("run_id") or "?")
     if verdict["state"] == "running":
-        return _one_line("GPU pre-flight running since {0}; {1}".format(verdict["at"], run), MESSAGE_LIMIT)
+        return _one_line("GPU pre-flight running since {0}; {1}".format(verdict["at"], run), limit)
     gpus = len(verdict.get("gpus") or [])
     if verdict["state"] == "passed":
         window = (verdict.get("window") or {}).get("seconds")
@@ -364,11 +382,16 @@ def message(verdict):
             ", occupied {0:.1f} s".format(window) if isinstance(window, (int, float)) else "",
             "; no startup taint to remove ({0}:NoSchedule was not on the node)".format(gate.get("taint"))
             if gate and not gate.get("present") else "", run)
-        return _one_line(text, MESSAGE_LIMIT)
-    what = verdict.get("check") or verdict.get("phase") or "error"
-    tail = "; " + run
-    return _one_line("GPU pre-flight failed at {0} ({1}): {2}".format(
-        verdict.get("phase") or "run", what, verdict.get("detail") or "error"), MESSAGE_LIMIT - len(tail)) + tail
+        return _one_line(text, limit)
+    cause = verdict.get("check")
+    what = cause or verdict.get("phase") or "error"
+    others = [check for check in verdict.get("failed_checks") or [] if check != cause]
+    follows = follows_from(cause, others)
+    unexplained = [check for check in others if check not in follows]
+    extras = (["; {0} follow{1} from it".format(", ".join(follows), "s" if len(follows) == 1 else "")] if follows else []) + (
+        ["; also failed: {0}".format(", ".join(unexplained))] if unexplained else [])
+    head = "GPU pre-flight failed at {0} ({1}): ".format(verdict.get("phase") or "run", what)
+    return _fit(head, verdict.get("detail") or "error", extras, "; " + run, limit)
 
 
 def condition(verdict, previous=None, now=None):
