@@ -35,6 +35,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdic
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.gpu_demo_fleet import fleet_summary, machine_readable, render_json
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.junit import junit_xml
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.metrics import previous_successes, push, textfile
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils.outputs import refusals
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils.report_templates import fleet_html, fleet_markdown
 
 ARGUMENT_SPEC = dict(
@@ -56,6 +57,7 @@ ARGUMENT_SPEC = dict(
     metrics_textfile=dict(type="path"),
     pushgateway_url=dict(type="str"),
     pushgateway_job=dict(type="str", default="gpu_preflight"),
+    probe=dict(type="bool", default=False),
 )
 FILE_MODE = 0o644
 
@@ -114,6 +116,17 @@ class ActionModule(ActionBase):
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         directory = os.path.abspath(args["dir"])
+        if args["probe"]:
+            # Before the first pod: every output the summary will write must be writable now, or the run stops here,
+            # before any Node's verdict could say passed of a run that then fails.
+            refused = refusals(directory, args["write"], args["metrics_textfile"], args["pushgateway_url"],
+                               check_mode=self._task.check_mode)
+            if refused:
+                raise AnsibleActionFail("Refused before any pod: " + "; ".join(refused))
+            result.update(changed=False, probed={"dir": directory if args["write"] else None,
+                                                 "metrics_textfile": args["metrics_textfile"],
+                                                 "pushgateway_url": args["pushgateway_url"]})
+            return result
         run_id = args["run_id"]
         if not run_id or "/" in run_id or run_id in (".", ".."):
             raise AnsibleActionFail("run_id %r must be a non-empty name without '/'" % (run_id,))
