@@ -66,7 +66,8 @@ TEXT = {
         "allocation": "GPUs through", "allocation_device_plugin": "device plugin", "allocation_dra": "DRA",
         "allocation_dra_extended_resource": "DRA (extended resource)", "check_help": "what this check proves, and what to do",
         "freshness": "Verdict", "freshness_count": "Verdict: {state}", "freshness_fresh": "fresh", "freshness_stale": "stale",
-        "freshness_failed": "failed", "freshness_untrusted": "not trusted", "freshness_never": "never run", "freshness_running": "running", "freshness_unreadable": "unreadable",
+        "freshness_failed": "failed", "freshness_untrusted": "not trusted", "freshness_never": "never run",
+        "freshness_running": "running", "freshness_unreadable": "unreadable",
         "freshness_absent": "not in the cluster",
     },
     "zh": {

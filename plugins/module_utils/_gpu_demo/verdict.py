@@ -508,8 +508,8 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
         # Only a verdict read from its Node can be traced to its writer; one a job handed over is its own record.
         untrusted = distrust(verdict, objects[name]) if name in objects and state != "unreadable" else []
         if untrusted:
-            reasons[name] = "not trusted: {0} at {1} (run {2}): {3}".format(state, verdict.get("at"), verdict.get("run_id"),
-                                                                           "; ".join(untrusted))
+            reasons[name] = "not trusted: {0} at {1} (run {2}): {3}".format(
+                state, verdict.get("at"), verdict.get("run_id"), "; ".join(untrusted))
         elif state == "unreadable":
             reasons[name] = "unreadable verdict on node {0} (label {1}, condition {2}): written by hand or half written".format(
                 name, verdict.get("label"), (verdict.get("condition") or {}).get("status"))
