@@ -83,7 +83,7 @@ def test_a_textfile_folder_that_goes_read_only_after_the_verdict_fails_the_run_a
             subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
             break
         time.sleep(0.1)
-    output, _ = process.communicate(timeout=300)
+    output = process.communicate(timeout=300)[0]
     assert process.returncode != 0, output[-3000:]
     assert f"cannot write the metrics textfile {tmpfs / 'gpu.prom'}" in output, output[-3000:]
     label, report, condition = verdict_state(sim)
