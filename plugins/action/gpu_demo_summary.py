@@ -40,6 +40,7 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo_fleet 
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._junit import junit_xml
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._metrics import previous_successes, push, textfile
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import fleet_html, fleet_markdown
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._outputs import refusals
 
 ARGUMENT_SPEC = dict(
     dir=dict(type="path", required=True),
@@ -61,6 +62,7 @@ ARGUMENT_SPEC = dict(
     metrics_textfile=dict(type="path"),
     pushgateway_url=dict(type="str"),
     pushgateway_job=dict(type="str", default="gpu_preflight"),
+    probe=dict(type="bool", default=False),
 )
 FILE_MODE = 0o644
 
@@ -119,6 +121,17 @@ class ActionModule(ActionBase):
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         directory = os.path.abspath(args["dir"])
+        if args["probe"]:
+            # Before the first pod: every output the summary will write must be writable now, or the run stops here,
+            # before any Node's verdict could say passed of a run that then fails.
+            refused = refusals(directory, args["write"], args["metrics_textfile"], args["pushgateway_url"],
+                               check_mode=self._task.check_mode)
+            if refused:
+                raise AnsibleActionFail("Refused before any pod: " + "; ".join(refused))
+            result.update(changed=False, probed={"dir": directory if args["write"] else None,
+                                                 "metrics_textfile": args["metrics_textfile"],
+                                                 "pushgateway_url": args["pushgateway_url"]})
+            return result
         run_id = args["run_id"]
         if not run_id or "/" in run_id or run_id in (".", ".."):
             raise AnsibleActionFail("run_id %r must be a non-empty name without '/'" % (run_id,))

@@ -77,8 +77,8 @@ options:
       - C(serial) when the run went one node at a time and stopped at the first failed node (the nodes after it are
         C(not run), naming it); C(parallel) otherwise.
       - C(verdicts) for the fleet's summary made from the Nodes' verdicts (C(playbooks/gpu_demo_fleet_summary.yml)).
-        Each row then says whether its verdict still holds (C(freshness) - V(fresh), V(stale), V(failed), V(never),
-        V(running), V(unreadable) or V(absent), read from O(results) and O(not_run_reasons)), in a column of its own.
+        Each row then says whether its verdict still holds (C(freshness) - V(fresh), V(stale), V(untrusted), V(failed),
+        V(never), V(running), V(unreadable) or V(absent), read from O(results) and O(not_run_reasons)), in a column of its own.
     type: str
     choices: [parallel, serial, verdicts]
     default: parallel
@@ -140,6 +140,16 @@ options:
         adds, so that a failed node keeps its group's last success time). Needs the Python library C(prometheus-client).
       - A push that fails is reported (C(push_error) in RV(metrics), and a warning) and never fails the task.
     type: str
+  probe:
+    description:
+      - Write nothing; only prove that what the summary will write can be written, and fail naming the variable and
+        the path of each that cannot. O(dir) (made when missing, with O(write=true)) and the folder of
+        O(metrics_textfile) (which must exist) must take a probe file, written and removed; O(pushgateway_url) must be a
+        well-formed C(http(s)) URL (reaching it stays best-effort).
+      - C(playbooks/gpu_demo.yml) probes before the first pod, so that a run never fails after its nodes' verdicts said
+        passed. In check mode the folders' permission bits are read instead, and nothing is written.
+    type: bool
+    default: false
   pushgateway_job:
     description: The Pushgateway's C(job) label.
     type: str
@@ -177,9 +187,18 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+probed:
+  description: With O(probe=true), the only value returned besides C(changed) - the outputs proven writable (V(null) for
+    those the run does not write).
+  returned: when O(probe=true)
+  type: dict
+  sample:
+    dir: /runner/project/reports
+    metrics_textfile: /var/lib/node_exporter/textfile/gpu_preflight.prom
+    pushgateway_url: null
 files:
   description: Absolute paths of the files written (or already as they would be written); empty in check mode or with O(write=false).
-  returned: always
+  returned: without O(probe)
   type: dict
   sample:
     json: /runner/project/reports/gpu-demo-fleet-20261130t2150-1a2b3c.json
@@ -190,28 +209,28 @@ metrics:
   description:
     - The metrics textfile written (null without O(metrics_textfile)), the nodes pushed to the Pushgateway, and why a
       push failed (null when it did not).
-  returned: always
+  returned: without O(probe)
   type: dict
   sample: {textfile: /var/lib/node_exporter/textfile/gpu_preflight.prom, pushed: [prod102], push_error: null}
 job:
   description:
     - The AWX job (O(job)), else the run (O(run_id)), and the C(set_stats) keys of its own that hold its verdicts
       (C(verdicts_key), C(gpu_demo_j<job>)) and its summary (C(summary_key), C(gpu_demo_fleet_j<job>)).
-  returned: always
+  returned: without O(probe)
   type: dict
   sample: {id: "4411", verdicts_key: gpu_demo_j4411, summary_key: gpu_demo_fleet_j4411}
 verdicts:
   description:
     - Each passed or failed node's compact verdict (as M(gpuops.scheduling.node_verdict) writes it on the Node), by host,
       for statistics that survive AWX's merge of sliced jobs (one top-level key per job).
-  returned: always
+  returned: without O(probe)
   type: dict
   sample:
     gpu-a4: {v: 1, state: failed, node: gpu-a4, run_id: 20261130t2150-1a2b3c, phase: preflight, reason: PreflightRefused,
              check: node_ready, failed_checks: [node_ready], detail: node gpu-a4 is not Ready}
 failed_hosts:
   description: The failed nodes, by host, each with the sentence a play that fails it can say.
-  returned: always
+  returned: without O(probe)
   type: dict
   sample:
     gpu-a4: "GPU scheduling demo on gpu-a4 failed: node_ready: Refusing node gpu-a4: node gpu-a4 is not Ready"
@@ -222,14 +241,14 @@ summary:
       check, most frequent first), C(rows) (one per node, failures first), C(run_id), C(mode), C(generated_at),
       C(started_at), C(passed) (at least one node, none failed and every node ran), C(nothing_tested) (why
       no node was tested, when there is none; else V(null)) and, with O(mode=verdicts), C(freshness) (how many nodes
-      are V(fresh), V(stale), V(failed), V(never), V(running), V(unreadable), V(absent); else V(null)).
+      are V(fresh), V(stale), V(untrusted), V(failed), V(never), V(running), V(unreadable), V(absent); else V(null)).
     - A row has C(host), C(node), C(status) (C(failed), C(not_run), C(checked), C(passed)), C(phase), C(check),
       C(failed_checks), C(reason), C(message) (the failure's whole message), C(task), C(units), C(gpus), C(window), C(vllm), C(memory_outside_ledger),
       C(started_at), C(total_seconds), C(reports) (paths relative to O(dir)), C(checks) (the failed ones, with their
       detail), C(steps) (the walk's phases, each ok, failed or not reached), C(report_configmap) (the node's report kept
       in the cluster, V(<namespace>/<name>), or V(null)) and C(freshness) (with O(mode=verdicts), whether its verdict
       still holds; else V(null)).
-  returned: always
+  returned: without O(probe)
   type: dict
   sample:
     run_id: 20261130t2150-1a2b3c

@@ -43,7 +43,7 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.checks
 CHECKS_URL = installed_checks_url()
 
 # A summary of the Nodes' verdicts says of each node whether its verdict still holds, in this order.
-FRESHNESS = ("fresh", "stale", "failed", "never", "running", "unreadable", "absent")
+FRESHNESS = ("fresh", "stale", "untrusted", "failed", "never", "running", "unreadable", "absent")
 
 # serial / parallel: one run's nodes; verdicts: the fleet's state, read from the Nodes (or the jobs' statistics).
 MODES = ("serial", "parallel", "verdicts")
@@ -74,7 +74,8 @@ TEXT = {
         "allocation": "GPUs through", "allocation_device_plugin": "device plugin", "allocation_dra": "DRA",
         "allocation_dra_extended_resource": "DRA (extended resource)", "check_help": "what this check proves, and what to do",
         "freshness": "Verdict", "freshness_count": "Verdict: {state}", "freshness_fresh": "fresh", "freshness_stale": "stale",
-        "freshness_failed": "failed", "freshness_never": "never run", "freshness_running": "running", "freshness_unreadable": "unreadable",
+        "freshness_failed": "failed", "freshness_untrusted": "not trusted", "freshness_never": "never run",
+        "freshness_running": "running", "freshness_unreadable": "unreadable",
         "freshness_absent": "not in the cluster",
     },
     "zh": {
@@ -102,7 +103,7 @@ TEXT = {
         "allocation": "分配方式", "allocation_device_plugin": "设备插件", "allocation_dra": "DRA",
         "allocation_dra_extended_resource": "DRA（扩展资源）", "check_help": "这项检查证明什么、未通过时怎么办",
         "freshness": "结论状态", "freshness_count": "结论状态：{state}", "freshness_fresh": "有效", "freshness_stale": "已过时",
-        "freshness_failed": "未通过", "freshness_never": "从未运行", "freshness_running": "运行中", "freshness_unreadable": "无法读取",
+        "freshness_failed": "未通过", "freshness_untrusted": "不可信", "freshness_never": "从未运行", "freshness_running": "运行中", "freshness_unreadable": "无法读取",
         "freshness_absent": "集群中没有该节点",
     },
 }

@@ -52,7 +52,11 @@ def _suite(index, row, result, run_id, generated_at, lang="en"):
     for check in checks:
         case = ET.SubElement(suite, "testcase", {"name": _text(check.get("id")),
                                                  "classname": "%s.%s" % (node, check.get("phase") or "run"), "time": "0"})
-        if not check.get("passed"):
+        if check.get("passed") is None:
+            # Not judged (what it reads was not there, or it follows from an earlier failure): never a pass.
+            ET.SubElement(case, "skipped", {"message": _text(check.get("detail") or "not judged")})
+            counts["skipped"] += 1
+        elif not check.get("passed"):
             counts["failures"] += 1
             # In the summary's language; in Chinese the English original stays quoted in the sentence.
             detail = _text(check_text(check, lang) or "failed")

@@ -27,6 +27,7 @@ NODE_METRICS = (
     ("last_success_timestamp_seconds", "gauge", "When the node's last passed GPU pre-flight ended (Unix time)."),
     ("occupied_window_seconds", "gauge", "How long the node's GPUs were held by the last pre-flight; NaN when it held none."),
     ("failed_checks", "gauge", "How many checks the node's last GPU pre-flight failed."),
+    ("not_judged_checks", "gauge", "How many checks the node's last GPU pre-flight could not judge (never counted as passed)."),
 )
 OUTCOMES = ("passed", "failed", "not_run", "checked")
 
@@ -50,7 +51,8 @@ def node_samples(row, previous_success=None):
                # NaN, not 0, when no GPU was held (a run refused before its hold ran): 0 would say it was held for no
                # time, and an absent sample would leave a Pushgateway's earlier value standing.
                "occupied_window_seconds": window.get("seconds"),
-               "failed_checks": float(len(row.get("failed_checks") or []))}
+               "failed_checks": float(len(row.get("failed_checks") or [])),
+               "not_judged_checks": float(len(row.get("not_judged") or []))}
     success = ended if row["status"] == "passed" else previous_success
     if success is not None:
         samples["last_success_timestamp_seconds"] = success

@@ -66,6 +66,17 @@ def test_a_gpu_that_turns_unhealthy_while_the_hold_runs_fails_the_hold_naming_it
         assert run.result["failure"]["task"].startswith("Queue")
         assert run.check("hold_running")["passed"] and run.check("run_pods_gone")["passed"]
         assert demo_pods(sim) == []
+        # What outlives the job names the cause first: the condition's message and the Warning Event on the Node lead
+        # with the Unhealthy device, not with the ledger it emptied.
+        node = json.loads(sim.kubectl("get", "node", "prod102", "-o", "json").stdout)
+        condition = next(entry for entry in node["status"]["conditions"] if entry["type"] == "gpuops.scheduling/GPUPreflightPassed")
+        first = condition["message"].split(";")[0]
+        assert first == ("GPU pre-flight failed at queue (hold_devices_healthy): the kubelet reports Unhealthy: {0} in pod "
+                         "gpu-demo-hold".format(SEED_UUID)), condition["message"]
+        events = json.loads(sim.kubectl("get", "events.events.k8s.io", "-n", "default", "-o", "json").stdout)["items"]
+        notes = [event["note"] for event in events if event.get("reason") == "GPUPreflightFailed"
+                 and (event.get("regarding") or {}).get("name") == "prod102" and run.result["run_id"] in event.get("note", "")]
+        assert notes and notes[-1].split(";")[0] == first, notes
     finally:
         stop.set()
         sim._simctl("fault", "prod102", "{}")  # pylint: disable=protected-access
@@ -124,9 +135,10 @@ def test_gpus_that_dra_serves_for_a_plain_request_have_no_health_and_that_is_sai
         run = run_dra_demo(sim, tmp_path, gpu_demo_dra_request="extended_resource")
         assert run.rc == 0, run.output[-3000:]
         assert run.result["passed"] is True, run.result["failed_checks"]
+        # Nothing was read to judge: not judged, never a pass (the report, the JUnit XML and the metrics say so).
         check = run.check("hold_devices_healthy")
-        assert check["passed"] and check["detail"].startswith(
-            "the kubelet writes no device health into the status of gpu-demo-hold ("), check
+        assert check["passed"] is None and check["detail"].startswith(
+            "not judged: the kubelet writes no device health into the status of gpu-demo-hold ("), check
         assert [pod["reported"] for pod in run.result["hold"]["device_health"]] == [False]
     finally:
         sim._simctl("fault", "prod102", "{}")  # pylint: disable=protected-access

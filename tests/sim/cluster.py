@@ -8,14 +8,17 @@ kubeconfig, pid files, logs, etcd data.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import ipaddress
 import json
 import os
 import signal
 import socket
 import ssl
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -62,8 +65,48 @@ class Ports:
         return 18000 + self.offset
 
 
+# A Unix socket's path holds at most 107 bytes (sun_path is 108, with its NUL). The nodes' sockets live in a short folder
+# of their own (GPUOPS_SIM_RUN_DIR moves it), so that a checkout or a GPUOPS_SIM_DIR at any depth can run the cluster.
+SOCKET_PATH_LIMIT = 107
+RUN_DIR_VARIABLE = "GPUOPS_SIM_RUN_DIR"
+# The sockets each real-kubelet node has, below its folder: our CRI runtime, the kubelet's PodResources API, the DRA
+# driver's registration and its service (kubeletplugin's names), and the longest device plugin socket a topology names.
+NODE_SOCKETS = ("runtime.sock", "kubelet/pod-resources/kubelet.sock",
+                "kubelet/plugins_registry/gpu.nvidia.com-reg.sock", "kubelet/plugins/gpu.nvidia.com/dra.sock",
+                "device-plugins/gpuops-nvidia-com-mig-3g-40gb.sock")
+
+
+def short_run_dir(root: Path) -> Path:
+    """The folder of the nodes' state and sockets: GPUOPS_SIM_RUN_DIR, else one under the temporary folder named by a hash
+    of the sim's folder (each cluster its own, found again by the next simctl)."""
+    given = os.environ.get(RUN_DIR_VARIABLE)
+    if given:
+        return Path(given).absolute()
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"gpuops-sim-{digest}"
+
+
+def socket_paths_too_long(run: Path, node_names) -> list[str]:
+    """The sockets of these nodes whose path would not fit in a Unix socket address, each with its length."""
+    return [f"{path} ({len(os.fsencode(str(path)))} bytes)" for name in node_names for tail in NODE_SOCKETS
+            for path in [run / "nodes" / name / tail] if len(os.fsencode(str(path))) > SOCKET_PATH_LIMIT]
+
+
+def refuse_long_socket_paths(sim: "SimDir", node_names) -> None:
+    """Refuse, before anything starts, a run folder whose nodes' sockets would not fit (a process would time out
+    waiting for a socket that cannot be made, with nothing saying why)."""
+    long_paths = socket_paths_too_long(sim.run, node_names)
+    if long_paths:
+        raise SystemExit(
+            f"[sim] the simulated nodes' Unix sockets would not fit: {long_paths[0]}"
+            f"{f' and {len(long_paths) - 1} more' if len(long_paths) > 1 else ''}; a Unix socket path holds at most "
+            f"{SOCKET_PATH_LIMIT} bytes. Set {RUN_DIR_VARIABLE} to a shorter folder (now {sim.run}"
+            f"{'' if os.environ.get(RUN_DIR_VARIABLE) else ', under TMPDIR'}) and run again.")
+
+
 class SimDir:
-    """Paths of one simulated cluster's state directory."""
+    """Paths of one simulated cluster's state directory. The nodes' state, with their Unix sockets, lives in a short
+    folder of its own (``run``, linked as <sim dir>/run), so the sim dir itself may be as deep as a checkout is."""
 
     def __init__(self, root: Path | None = None, port_offset: int | None = None):
         self.root = Path(root or os.environ.get("GPUOPS_SIM_DIR") or CHECKOUT / ".sim").resolve()
@@ -72,7 +115,10 @@ class SimDir:
         self.pki = self.root / "pki"
         self.logs = self.root / "logs"
         self.pids = self.root / "pids"
-        self.run = self.root / "run"          # fake containers' logs and nvidia-smi wrappers
+        # The nodes' folders: fake containers' logs, nvidia-smi wrappers, and the sockets of the runtime, the kubelet,
+        # the device plugin and the DRA driver.
+        self.run = short_run_dir(self.root)
+        self.run_link = self.root / "run"
         self.etcd_data = self.root / "etcd"
         self.kubeconfig = self.root / "kubeconfig"
         self.topology = self.root / "topology.yaml"
@@ -90,6 +136,20 @@ class SimDir:
     def make(self) -> None:
         for path in (self.root, self.pki, self.logs, self.pids, self.run):
             path.mkdir(parents=True, exist_ok=True)
+        # <sim dir>/run, where people and scripts look, points at the short folder (an older sim's real folder replaced).
+        if self.run_link.is_symlink() and Path(os.readlink(self.run_link)) != self.run:
+            self.run_link.unlink()
+        elif self.run_link.is_dir() and not self.run_link.is_symlink():
+            shutil.rmtree(self.run_link, ignore_errors=True)
+        if not self.run_link.is_symlink():
+            self.run_link.symlink_to(self.run)
+
+    def remove_run(self) -> None:
+        """Remove the nodes' folder and its link (simctl down: nothing of a stopped cluster is left under the
+        temporary folder)."""
+        shutil.rmtree(self.run, ignore_errors=True)
+        if self.run_link.is_symlink():
+            self.run_link.unlink()
 
 
 def binary_dirs() -> tuple[Path, Path]:

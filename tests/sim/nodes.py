@@ -1,7 +1,7 @@
 """Real kubelet nodes for the simulated cluster: one real kubelet per topology node, with only the GPUs and the
 container runtime simulated (tests/sim/node: our CRI runtime and device plugin, in Go).
 
-Per node, under .sim/run/nodes/<node>/:
+Per node, under .sim/run/nodes/<node>/ (.sim/run: a link to the short folder that holds the sockets, cluster.SimDir):
   kubelet/                 the kubelet's --root-dir (pod-resources/kubelet.sock: the PodResources API)
   device-plugins/          bound over /var/lib/kubelet/device-plugins in the kubelet's own mount namespace (the
                            kubelet hard-codes that folder): kubelet.sock, our plugin's socket, and the device

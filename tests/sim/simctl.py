@@ -68,14 +68,22 @@ def is_up(sim: cluster.SimDir) -> bool:
             and cluster.api_ready(sim))
 
 
+def refuse_long_socket_paths(sim: cluster.SimDir, topology_file: Path) -> None:
+    """Before anything starts: the real-kubelet nodes' sockets must fit in a Unix socket address (light nodes have none)."""
+    spec = topo.load(topology_file)
+    if not spec.get("light_nodes"):
+        cluster.refuse_long_socket_paths(sim, [node["name"] for node in spec["nodes"]])
+
+
 def up(sim: cluster.SimDir, topology_name: str) -> None:
     started = time.monotonic()
     if is_up(sim):
         say(f"already running (kubeconfig {sim.kubeconfig}); `make sim-down` to stop it")
         ensure_vllm(sim)
         return
-    down(sim, quiet=True)
     topology_file = resolve_topology(topology_name)
+    refuse_long_socket_paths(sim, topology_file)
+    down(sim, quiet=True)
     say("checking the control-plane binaries (built once, cached under ~/.cache/gpuops-sim)")
     k8s_bin, etcd_bin = cluster.binary_dirs()
     sim.make()
@@ -398,6 +406,7 @@ def down(sim: cluster.SimDir, quiet: bool = False) -> None:
     stopped += cluster.stop_processes(sim, ["kube-scheduler", "kube-controller-manager"])
     stopped += cluster.stop_processes(sim, ["kube-apiserver"]) + cluster.stop_processes(sim, ["etcd"])
     left = real_nodes.restore_host(sim)
+    sim.remove_run()
     ports = {started_on.etcd_client, started_on.etcd_peer, started_on.apiserver}
     if "fake-vllm" in stopped:   # the port is someone else's otherwise (an inference server of the machine's own)
         ports.add(started_on.vllm)
@@ -413,6 +422,7 @@ def down(sim: cluster.SimDir, quiet: bool = False) -> None:
 def reset_topology(sim: cluster.SimDir, topology_name: str) -> None:
     """Swap the nodes: stop the node components, remove every node and non-system pod, start the new ones."""
     topology_file = resolve_topology(topology_name)
+    refuse_long_socket_paths(sim, topology_file)
     # The control plane is enough: the nodes are replaced anyway (so a node that died in a test is no hindrance).
     gone = [name for name in CONTROL_PLANE if not cluster.running_pid(sim, name)]
     if gone:

@@ -58,6 +58,30 @@ CHECKS = (
 
 PHASE_OF = dict((check_id, phase) for check_id, phase, _title in CHECKS)
 
+# Causes before their symptoms: a check whose failure makes others fail leads, whatever its place in the walk, and the
+# checks it explains are said to follow from it. A device the kubelet reports Unhealthy leaves the node's allocatable
+# (the ledger) short and the queue's and release's waits different; a taint the demo pods do not tolerate keeps them
+# off the node.
+CAUSES = (
+    ("hold_devices_healthy", ("ledger_full", "ledger_restored", "queue_pending", "queue_insufficient",
+                              "hold_not_preempted", "queue_ran_on_node", "queue_got_held_gpu")),
+    ("hold_devices_prepared", ("hold_one_gpu_per_unit", "hold_env_corroborates", "queue_got_held_gpu")),
+    ("node_taints_tolerated", ("free_units", "demo_pods_admitted", "hold_running", "queue_ran_on_node")),
+)
+_CAUSE_RANK = dict((check_id, rank) for rank, (check_id, _follows) in enumerate(CAUSES))
+FOLLOWS = dict(CAUSES)
+
+
+def cause_order(checks):
+    """The failed ``checks`` with the causes first (in CAUSES' order), then the others in the walk's order."""
+    return sorted(checks, key=lambda found: _CAUSE_RANK.get(found.get("id"), len(CAUSES)))
+
+
+def follows_from(cause, check_ids):
+    """Of ``check_ids``, those that ``cause`` (a check id) explains, in their order."""
+    explained = FOLLOWS.get(cause, ())
+    return [check_id for check_id in check_ids if check_id in explained]
+
 
 class UnknownCheck(ValueError):
     """A check id that is not in CHECKS: a programming error, never the cluster's."""
@@ -71,8 +95,9 @@ def check(check_id, passed, detail):
 
 
 def not_judged(check_id, cause):
-    """A check that merely follows from an earlier failure: neither passed nor failed (``passed`` None), its detail
-    naming the first cause, so that only that cause is reported as failed."""
+    """A check that could not be judged: it merely follows from an earlier failure, or what it reads is not there (no
+    device health reported on this request path). Neither passed nor failed (``passed`` None), its detail naming why,
+    so that it is never counted as a pass, nor as a failure of its own."""
     if check_id not in PHASE_OF:
         raise UnknownCheck("check id {0!r} is not in plugins/module_utils/_gpu_demo/checks.py".format(check_id))
     return {"id": check_id, "phase": PHASE_OF[check_id], "passed": None, "detail": "not judged: {0}".format(cause)}

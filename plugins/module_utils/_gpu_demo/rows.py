@@ -18,7 +18,7 @@ __metaclass__ = type
 
 import posixpath
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check_url
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import cause_order, check_url
 
 STATUSES = ("failed", "not_run", "checked", "passed")
 # The order a run goes through; a failure's phase sorts by it.
@@ -128,7 +128,7 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=None
     Each failed check links to its entry on the checks page: the URL the run's report gave it, else
     ``checks_url#<id>`` (none: no link). A node checked in check mode, or without a result, gets its reason from the summary.
     """
-    row = {"host": host, "node": host, "status": "not_run", "phase": None, "check": None, "failed_checks": [],
+    row = {"host": host, "node": host, "status": "not_run", "phase": None, "check": None, "failed_checks": [], "not_judged": [],
            "check_url": None, "reason": None, "message": None, "task": None, "resource": None, "allocation": None, "run_id": None,
            "units": None, "gpus": [], "window": None,
            "vllm": {"checked": False, "before": None, "after": None, "healthy_before": None, "healthy_after": None},
@@ -136,7 +136,9 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=None
            "steps": [], "timeline": None, "gate": None, "report_configmap": None}
     if isinstance(result, dict) and result:
         # A check not judged (passed None) follows from the failed one: it is no failure of its own.
-        failed = [check for check in result.get("checks") or [] if check.get("passed") is False]
+        # The first cause leads (a device Unhealthy before the ledger it emptied): the row, the verdict on the Node and
+        # its Event name it first.
+        failed = cause_order([check for check in result.get("checks") or [] if check.get("passed") is False])
         error = result.get("failure") or {}
         passed = bool(result.get("passed")) and not failed and not error
         if passed:
@@ -159,6 +161,8 @@ def result_row(host, result=None, failure=None, report_dir=None, checks_url=None
             # before-state's device_plugin or dra.
             allocation=result["allocation"] if "allocation" in result else (result.get("before") or {}).get("allocation"),
             failed_checks=[check.get("id") for check in failed],
+            # Checks that could not be judged (passed None): never a pass, nor a failure of their own.
+            not_judged=[check.get("id") for check in result.get("checks") or [] if check.get("passed") is None],
             units=hold.get("units_seen") if hold.get("units_seen") else (plan.get("units") if row["status"] == "checked" else None),
             gpus=_gpus(result), window=_window(result), vllm=_vllm(result),
             memory_outside_ledger=_memory_outside_ledger(result), started_at=result.get("started_at"),

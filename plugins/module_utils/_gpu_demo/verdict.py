@@ -25,6 +25,7 @@ import random
 import re
 import time
 
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import follows_from
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.rows import result_row
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.dra_ledger import published_devices
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.ledger import operator_component
@@ -58,8 +59,11 @@ REASONS = {
 }
 PASSED_REASON = "PreflightPassed"
 RUNNING_REASON = "PreflightRunning"
-MESSAGE_LIMIT = 300
-DETAIL_LIMIT = 160
+# The condition's message and the Event's note are cut only where the API limits them: an Event's note holds 1 KiB (the
+# condition's message is held to the same, so both say the same). The first cause is never cut: what follows from it
+# goes first, then the detail's end.
+MESSAGE_LIMIT = 1024
+DETAIL_LIMIT = 900
 
 # The Event each verdict leaves on the Node (events.k8s.io/v1), where kubectl describe node and kubectl events look.
 EVENT_CONTROLLER = "gpuops.scheduling/preflight"
@@ -237,6 +241,83 @@ def staleness(verdict, node, pods=None, now=None, max_age=None, slices=None):
     return reasons
 
 
+# How far a verdict's own time may run ahead of the API server's record of its write: the controller's clock and the
+# API server's may disagree a little, never by days.
+CLOCK_SKEW = 300
+# The verdict's keys, as the API server's managedFields name them, and how a sentence names each.
+_TRACKED = (
+    ("its report annotation", ("f:metadata", "f:annotations", "f:" + REPORT_ANNOTATION)),
+    ("its label", ("f:metadata", "f:labels", "f:" + LABEL)),
+    ("its condition", ("f:status", "f:conditions", None)),
+)
+
+
+def _owns(fields, path):
+    """Whether a managedFields entry's fieldsV1 holds ``path`` (or a part of it). A None step is our condition's
+    list key, k:{"type":"gpuops.scheduling/GPUPreflightPassed"}, read as JSON rather than matched as text."""
+    for step in path:
+        if not isinstance(fields, dict):
+            return False
+        if step is None:
+            fields = next((value for key, value in fields.items() if key.startswith("k:") and _condition_key(key)), None)
+        else:
+            fields = fields.get(step)
+        if fields is None:
+            return False
+    return True
+
+
+def _condition_key(key):
+    try:
+        return (json.loads(key[2:]) or {}).get("type") == CONDITION_TYPE
+    except (ValueError, AttributeError):
+        return False
+
+
+def writers(node):
+    """{what: [(manager, time)]}: who the API server records as the last writer of each of the verdict's keys (its
+    report annotation, label and condition), from the Node's metadata.managedFields."""
+    entries = ((node or {}).get("metadata") or {}).get("managedFields") or []
+    return dict((what, [(entry.get("manager") or "an unnamed writer", entry.get("time")) for entry in entries
+                        if isinstance(entry, dict) and _owns(entry.get("fieldsV1"), path)])
+                for what, path in _TRACKED)
+
+
+def _span(seconds):
+    """A time span as people say it: '30 days', '5 hours', '12 minutes'."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(round(seconds / float(size)))
+            return "{0} {1}{2}".format(count, unit, "" if count == 1 else "s")
+    return "{0} seconds".format(int(seconds))
+
+
+def distrust(verdict, node, skew=CLOCK_SKEW):
+    """Why the verdict read from ``node`` cannot be believed: a list of sentences, empty when the collection wrote it.
+
+    Believed only when the API server records the field manager gpuops.scheduling as the last writer of its report
+    annotation, label and condition (anyone with patch on nodes can write the same JSON: kubectl annotate, kubectl
+    edit, another controller), and when its time is not later than the API server's time of that write plus ``skew``
+    (a verdict re-dated into the future would otherwise stay fresh for as long as it is dated ahead)."""
+    found = writers(node)
+    reasons = []
+    for what, _path in _TRACKED:
+        for manager, at in found[what]:
+            if manager != FIELD_MANAGER:
+                reasons.append("{0} was written by {1} at {2}, not by a pre-flight: not trusted".format(
+                    what, manager, at or "an unknown time"))
+    unrecorded = [what for what, _path in _TRACKED if not found[what]]
+    if unrecorded:
+        reasons.append("the API server has no record of who wrote {0}: not trusted".format(" or ".join(unrecorded)))
+    ours = [parse_iso(at) for manager, at in found[_TRACKED[0][0]] if manager == FIELD_MANAGER]
+    written = max([at for at in ours if at is not None] or [None]) if ours else None
+    dated = parse_iso(verdict.get("at"))
+    if written is not None and dated is not None and dated > written + skew:
+        reasons.append("dated {0} ahead of the API server's record of the write ({1}): not trusted".format(
+            _span(dated - written), utc_iso(written)))
+    return reasons
+
+
 def event_reason(verdict):
     """GPUPreflightPassed, GPUPreflightRefused (the pre-flight refused the node before testing), GPUPreflightFailed."""
     if verdict["state"] == "passed":
@@ -261,7 +342,7 @@ def event(verdict, node, now, instance):
         "reportingController": EVENT_CONTROLLER, "reportingInstance": _one_line(instance, 128) or "unknown",
         "action": EVENT_ACTION, "reason": event_reason(verdict),
         "type": "Normal" if verdict["state"] == "passed" else "Warning",
-        "note": _one_line(message(verdict), EVENT_NOTE_LIMIT),
+        "note": message(verdict, EVENT_NOTE_LIMIT),
     }
 
 
@@ -273,11 +354,25 @@ def running_verdict(node, run_id, at, resource=None, job=None):
             "total_seconds": None}
 
 
-def message(verdict):
-    """The condition's message: one line, with the run id."""
+def _fit(head, detail, extras, tail, limit):
+    """``head`` + ``detail`` + ``extras`` + ``tail`` in one line of at most ``limit`` characters: the extras go first, then
+    the detail's end; the head (the first cause) and the tail (the run id) stay."""
+    extras = [" ".join(str(extra).split()) for extra in extras]
+    detail = " ".join(str(detail or "").split())
+    while extras and len(head + detail + "".join(extras) + tail) > limit:
+        extras.pop()
+    room = limit - len(head + "".join(extras) + tail)
+    if len(detail) > room:
+        detail = detail[:max(room - 1, 0)] + "…"
+    return head + detail + "".join(extras) + tail
+
+
+def message(verdict, limit=MESSAGE_LIMIT):
+    """The condition's message (and the Event's note): one line with the run id. A failure leads with its first cause,
+    the check and what it names (the device, the pod, the taint), then what follows from it."""
     run = "run {0}".format(verdict.get("run_id") or "?")
     if verdict["state"] == "running":
-        return _one_line("GPU pre-flight running since {0}; {1}".format(verdict["at"], run), MESSAGE_LIMIT)
+        return _one_line("GPU pre-flight running since {0}; {1}".format(verdict["at"], run), limit)
     gpus = len(verdict.get("gpus") or [])
     if verdict["state"] == "passed":
         window = (verdict.get("window") or {}).get("seconds")
@@ -287,11 +382,16 @@ def message(verdict):
             ", occupied {0:.1f} s".format(window) if isinstance(window, (int, float)) else "",
             "; no startup taint to remove ({0}:NoSchedule was not on the node)".format(gate.get("taint"))
             if gate and not gate.get("present") else "", run)
-        return _one_line(text, MESSAGE_LIMIT)
-    what = verdict.get("check") or verdict.get("phase") or "error"
-    tail = "; " + run
-    return _one_line("GPU pre-flight failed at {0} ({1}): {2}".format(
-        verdict.get("phase") or "run", what, verdict.get("detail") or "error"), MESSAGE_LIMIT - len(tail)) + tail
+        return _one_line(text, limit)
+    cause = verdict.get("check")
+    what = cause or verdict.get("phase") or "error"
+    others = [check for check in verdict.get("failed_checks") or [] if check != cause]
+    follows = follows_from(cause, others)
+    unexplained = [check for check in others if check not in follows]
+    extras = (["; {0} follow{1} from it".format(", ".join(follows), "s" if len(follows) == 1 else "")] if follows else []) + (
+        ["; also failed: {0}".format(", ".join(unexplained))] if unexplained else [])
+    head = "GPU pre-flight failed at {0} ({1}): ".format(verdict.get("phase") or "run", what)
+    return _fit(head, verdict.get("detail") or "error", extras, "; " + run, limit)
 
 
 def condition(verdict, previous=None, now=None):
@@ -384,7 +484,8 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
     must have a row (the inventory); ``pods``: the pods on those nodes (the device plugins' among them), ``slices``: the
     cluster's ResourceSlices (the DRA nodes' devices), each None when not read. A verdict that no longer holds of its
     Node (``staleness``: a reboot, a new driver, fewer units or DRA devices, older than ``max_age`` seconds) is stale,
-    a run that started more than ``max_running`` seconds ago and never finished was interrupted: neither counts as a
+    a run that started more than ``max_running`` seconds ago and never finished was interrupted, a verdict on a Node
+    that the collection did not write, or dated ahead of its write (``distrust``), is not trusted: none counts as a
     result.
     """
     now = time.time() if now is None else now
@@ -404,7 +505,12 @@ def fleet_inputs(nodes, verdicts=None, hosts=None, now=None, max_age=86400, max_
             continue
         state = verdict.get("state")
         at = parse_iso(verdict.get("at"))
-        if state == "unreadable":
+        # Only a verdict read from its Node can be traced to its writer; one a job handed over is its own record.
+        untrusted = distrust(verdict, objects[name]) if name in objects and state != "unreadable" else []
+        if untrusted:
+            reasons[name] = "not trusted: {0} at {1} (run {2}): {3}".format(
+                state, verdict.get("at"), verdict.get("run_id"), "; ".join(untrusted))
+        elif state == "unreadable":
             reasons[name] = "unreadable verdict on node {0} (label {1}, condition {2}): written by hand or half written".format(
                 name, verdict.get("label"), (verdict.get("condition") or {}).get("status"))
         elif state == "running":
@@ -444,14 +550,15 @@ def report_configmaps(nodes):
 
 
 def freshness(names, results, reasons):
-    """fleet_inputs' answer -> {node: fresh|failed|stale|never|running|unreadable}: which nodes a revalidation walks."""
+    """fleet_inputs' answer -> {node: fresh|failed|stale|untrusted|never|running|unreadable}: which nodes a revalidation
+    walks (an untrusted verdict as a stale one)."""
     states = {}
     for name in names:
         if name in results:
             states[name] = "fresh" if results[name]["passed"] else "failed"
         else:
             head = reasons.get(name, "").split(":")[0]
-            states[name] = {"stale": "stale", "running": "running", "interrupted": "stale",
+            states[name] = {"stale": "stale", "not trusted": "untrusted", "running": "running", "interrupted": "stale",
                             "never pre-flighted": "never", "no node {0} in the cluster".format(name): "absent"}.get(
                                 head, "unreadable")
     return states

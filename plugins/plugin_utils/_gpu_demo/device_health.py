@@ -27,7 +27,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check
+from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.checks import check, not_judged
 
 HEALTHY, UNHEALTHY, UNKNOWN = "Healthy", "Unhealthy", "Unknown"
 
@@ -132,9 +132,14 @@ def health_detail(health, who):
 
 def judge_hold_health(snapshots, hold_names):
     """The hold pods' devices, from the waits that saw them (the hold's, the queue's): one Unhealthy fails the
-    hand-over, naming the device and the pod; Unknown and an absent report are said, not failed."""
+    hand-over, naming the device and the pod; a Healthy one passes it. Where the kubelet reports no health at all (an
+    absent report, none but Unknown: a request path without device health) the check is not judged, saying why: never
+    a pass of something nobody read."""
     health = pods_device_health(snapshots, hold_names)
     unhealthy, detail = health_detail(health, "the hold pods")
+    judged = unhealthy or any(device["health"] == HEALTHY for pod in health for device in pod["devices"])
+    if not judged:
+        return health, not_judged("hold_devices_healthy", detail)
     return health, check("hold_devices_healthy", not unhealthy, detail)
 
 

@@ -90,7 +90,9 @@ def test_the_oldest_of_the_running_clusters_records_wins(machine, monkeypatch):
     (theirs.root / "host-sysctls.json").write_text(json.dumps({"sysctls": {"vm/overcommit_memory": "0"}}))
     os.utime(theirs.root / "host-sysctls.json", (1, 1))
     (mine.root / "host-sysctls.json").write_text(json.dumps({"sysctls": {"vm/overcommit_memory": "1"}}))
-    kubelet_of_theirs = str(theirs.run / "nodes" / "prod102" / "kubelet")
+    # A cluster that kept the record in its own folder predates the nodes' short run folder: its kubelets' root dirs
+    # are under <sim dir>/run/.
+    kubelet_of_theirs = str(theirs.root / "run" / "nodes" / "prod102" / "kubelet")
     machine.running.append(77)
     monkeypatch.setattr(nodes, "_argv", lambda pid: ["/bin/kubelet", f"--root-dir={kubelet_of_theirs}"] if pid == 77 else [])
     with nodes.host_in_use(mine):

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from api_server_writes import apply_writes
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import verdict
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _gpu_demo_fleet as fleet
@@ -38,11 +39,7 @@ def written_node(name, result=None, at=NOW, state=None, kubelet=True):
     found = verdict.running_verdict(name, "r1", at) if state == "running" else verdict.verdict_of_result(result, at)
     node = {"metadata": {"name": name, "labels": {"nvidia.com/gpu.present": "true"}, "annotations": {}},
             "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}] if kubelet else []}}
-    writes = verdict.node_writes(found, node, now=at)
-    node["metadata"]["labels"].update(writes["metadata"]["metadata"]["labels"])
-    node["metadata"]["annotations"].update(writes["metadata"]["metadata"]["annotations"])
-    node["status"]["conditions"] += writes["status"]["status"]["conditions"]
-    return node
+    return apply_writes(node, verdict.node_writes(found, node, now=at), at)
 
 
 def test_a_pass_is_true_with_its_units_gpus_and_run():
@@ -66,9 +63,8 @@ def test_a_failure_is_false_with_its_phase_as_reason_and_one_line():
     assert "failed at hold (hold_one_gpu_per_unit): 2 unit(s) held but 1 distinct GPU(s) seen: GPU-x" in condition["message"]
     refused = verdict.verdict_of_result(NOT_READY, NOW)
     assert (refused["reason"], refused["check"]) == ("PreflightRefused", "node_ready")
-    # At most DETAIL_LIMIT characters of the check's words, cut with an ellipsis.
-    assert refused["detail"].startswith("node gpu-a4 is not Ready: ") and len(refused["detail"]) <= verdict.DETAIL_LIMIT
-    assert refused["detail"].endswith("…")
+    # The check's words whole: the Node names what to do, not the first 160 characters of it.
+    assert refused["detail"].startswith("node gpu-a4 is not Ready: ") and refused["detail"].endswith("kubelet's log on the node")
 
 
 def test_a_long_detail_keeps_the_run_id_in_the_message():
@@ -189,8 +185,8 @@ def test_the_summary_of_the_nodes_says_of_each_whether_its_verdict_still_holds()
     states = dict((row["host"], row["freshness"]) for row in summary["rows"])
     assert states == {"fresh": "fresh", "bad": "failed", "stale": "stale", "stale-bad": "stale", "busy": "running",
                       "dead": "stale", "never": "never", "gone": "absent"}
-    assert summary["freshness"] == {"fresh": 1, "stale": 3, "failed": 1, "never": 1, "running": 1, "unreadable": 0,
-                                    "absent": 1}
+    assert summary["freshness"] == {"fresh": 1, "stale": 3, "untrusted": 0, "failed": 1, "never": 1, "running": 1,
+                                    "unreadable": 0, "absent": 1}
     # Its own column, beside the status; the reason a stale verdict no longer holds stays in the row's Why.
     lines = fleet_markdown(summary).splitlines()
     header = [line for line in lines if line.startswith("| Node | Status |")][0]

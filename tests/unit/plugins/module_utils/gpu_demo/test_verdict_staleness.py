@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from api_server_writes import apply_writes
 
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo import verdict
 
@@ -89,10 +90,7 @@ def test_age_and_what_was_not_recorded():
 def test_the_fleet_says_stale_with_the_reason_and_which_to_walk_again():
     written = proven(node(), [plugin_pod("uid-a")])
     on_node = node()
-    writes = verdict.node_writes(written, on_node, now=NOW)
-    on_node["metadata"]["labels"].update(writes["metadata"]["metadata"]["labels"])
-    on_node["metadata"]["annotations"] = writes["metadata"]["metadata"]["annotations"]
-    on_node["status"]["conditions"] = writes["status"]["status"]["conditions"]
+    apply_writes(on_node, verdict.node_writes(written, on_node, now=NOW), NOW)
     rebooted = copy.deepcopy(on_node)
     rebooted["metadata"]["name"] = "gpu-b2"
     rebooted["status"]["nodeInfo"]["bootID"] = "0f9e8d7c"
@@ -182,10 +180,7 @@ def test_many_changed_devices_are_named_three_at_most():
 def test_the_fleet_says_a_dra_node_is_stale_when_its_devices_changed():
     written = dra_proven([dra_slice(["gpu-0", "gpu-1"])])
     on_node = copy.deepcopy(DRA_NODE)
-    writes = verdict.node_writes(written, on_node, now=NOW)
-    on_node["metadata"].setdefault("labels", {}).update(writes["metadata"]["metadata"]["labels"])
-    on_node["metadata"]["annotations"] = writes["metadata"]["metadata"]["annotations"]
-    on_node["status"]["conditions"] = writes["status"]["status"]["conditions"]
+    apply_writes(on_node, verdict.node_writes(written, on_node, now=NOW), NOW)
     _names, results, reasons = verdict.fleet_inputs([on_node], now=NOW + 60, pods=[], slices=[dra_slice(["gpu-0"], 2)])
     assert results == {} and reasons["prod102"].endswith(
         ": the node's DRA devices changed 2 -> 1 (gone: gpu.nvidia.com/prod102/gpu-1)")

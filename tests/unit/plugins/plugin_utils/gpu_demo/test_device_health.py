@@ -98,34 +98,38 @@ def test_an_unhealthy_dra_device_names_the_device_the_claim_and_the_drivers_mess
                                "reported by NVML; Healthy: gpu-0 in pod gpu-demo-hold-1 (claim:gpu/gpu)")
 
 
-def test_unknown_is_reported_not_failed():
+def test_unknown_alone_is_not_judged_never_passed():
     # A DRA driver that serves no health: the kubelet reports its devices Unknown.
     pods = [waited(api_pod("gpu-demo-hold", claim_status("gpu-0", "Unknown")))]
     _health, check = judge_hold_health([pods], ["gpu-demo-hold"])
-    assert check["passed"]
-    assert check["detail"] == "Unknown (reported, not failed): gpu-0 in pod gpu-demo-hold (claim:gpu/gpu)"
+    assert check["passed"] is None
+    assert check["detail"] == "not judged: Unknown (reported, not failed): gpu-0 in pod gpu-demo-hold (claim:gpu/gpu)"
     # An entry without a health is Unknown, as the API documents.
     pods = [waited(api_pod("gpu-demo-hold", [{"name": "nvidia.com/gpu", "resources": [{"resourceID": UUID}]}]))]
     assert judge_hold_health([pods], ["gpu-demo-hold"])[1]["detail"] == \
-        "Unknown (reported, not failed): {0} in pod gpu-demo-hold".format(UUID)
+        "not judged: Unknown (reported, not failed): {0} in pod gpu-demo-hold".format(UUID)
+    # Beside a Healthy device, Unknown is said and the check passes on what was read.
+    pods = [waited(api_pod("gpu-demo-hold-0", claim_status("gpu-0", "Unknown"))),
+            waited(api_pod("gpu-demo-hold-1", claim_status("gpu-1", "Healthy")))]
+    assert judge_hold_health([pods], ["gpu-demo-hold-0", "gpu-demo-hold-1"])[1]["passed"] is True
 
 
-def test_an_older_kubelet_that_writes_nothing_is_said_not_failed():
+def test_an_older_kubelet_that_writes_nothing_is_not_judged_never_passed():
     pods = [waited(api_pod("gpu-demo-hold", None))]
     health, check = judge_hold_health([pods], ["gpu-demo-hold"])
-    assert check["passed"] and not health[0]["reported"]
-    assert check["detail"] == ("the kubelet writes no device health into the status of gpu-demo-hold (Kubernetes before "
+    assert check["passed"] is None and not health[0]["reported"]
+    assert check["detail"] == ("not judged: the kubelet writes no device health into the status of gpu-demo-hold (Kubernetes before "
                                "1.36, its ResourceHealthStatus feature gate off, or GPUs that DRA serves for a plain "
                                "extended-resource request, whose health the kubelet does not report)")
     # A pod the waits never saw is said the same way.
-    assert judge_hold_health([[]], ["gpu-demo-hold"])[1]["passed"]
+    assert judge_hold_health([[]], ["gpu-demo-hold"])[1]["passed"] is None
 
 
 def test_an_empty_report_is_told_apart_from_none():
     pods = [waited(api_pod("gpu-demo-hold", []))]
     health, check = judge_hold_health([pods], ["gpu-demo-hold"])
-    assert check["passed"] and health[0]["reported"]
-    assert check["detail"] == "the kubelet reports no device of the hold pods"
+    assert check["passed"] is None and health[0]["reported"]
+    assert check["detail"] == "not judged: the kubelet reports no device of the hold pods"
 
 
 def test_other_pods_are_not_judged():
