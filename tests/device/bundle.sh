@@ -45,12 +45,13 @@ fi
 simnode=$(cd "$root/tests/sim" && "$root/.venv/bin/python" -c 'import nodes; print(nodes.simnode_binary())' | tail -1)  # (a cold build prints a line first)
 
 rm -rf "$out" && mkdir -p "$out/bin"
-log "compressing the binaries (xz with its x86 filter, preset 9; etcd stripped of its symbols first: 39 -> 27 MB)"
+log "compressing the binaries (xz with its x86 filter, preset 9; etcd and gpuops-simnode stripped of their symbols first: 39 -> 27 MB, 50 -> 35 MB)"
 strip --strip-all -o "$out/etcd" "$etcd_bin/etcd"
-for binary in "$allinone" "$out/etcd" "$simnode"; do
+strip --strip-all -o "$out/gpuops-simnode" "$simnode"
+for binary in "$allinone" "$out/etcd" "$out/gpuops-simnode"; do
   xz -T2 --x86 --lzma2=preset=9 -c "$binary" > "$out/bin/$(basename "$binary").xz"
 done
-rm "$out/etcd"
+rm "$out/etcd" "$out/gpuops-simnode"
 log "Python packages for CPython 3.12 (tests/device/requirements.txt), installed into one folder and packed solid"
 site_dir=$(mktemp -d)
 trap 'rm -rf "$site_dir"' EXIT

@@ -10,7 +10,8 @@
 #   runc       cgo is required (nsenter is C); built static and WITHOUT the seccomp tag (no libseccomp headers here):
 #              the kubelet asks for no seccomp profile unless a pod does (seccompDefault is off), and a spec that
 #              names one fails to start with "seccomp: config provided but seccomp not supported"
-#   containerd CGO_ENABLED=0 (the btrfs snapshotter, the only cgo part, is left out: overlayfs is used)
+#   containerd CGO_ENABLED=0 (the btrfs snapshotter, the only cgo part, is left out: overlayfs is used); the
+#              devmapper and zfs snapshotters and tracing left out too (build tags), to carry less
 #   nvidia-*   cgo (NVML is dlopen'ed through go-nvml), linked against this glibc (older, so it runs there)
 set -euo pipefail
 export GOFLAGS=-trimpath GOTOOLCHAIN=local
@@ -51,8 +52,10 @@ for tool in nvidia-cdi-hook nvidia-container-runtime; do
   build "$tool" 1 "" "-X $toolkit/internal/info.version=${NVIDIA_TOOLKIT_VERSION#v}" "$toolkit/cmd/$tool@$NVIDIA_TOOLKIT_VERSION"
 done
 build crictl 0 "" "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRI_TOOLS_VERSION" "sigs.k8s.io/cri-tools/cmd/crictl@$CRI_TOOLS_VERSION"
-build ctr 0 "urfave_cli_no_docs" "$ctrd_x" "$ctrd/cmd/ctr@$CONTAINERD_VERSION"
-build containerd 0 "urfave_cli_no_docs no_btrfs" "$ctrd_x" "$ctrd/cmd/containerd@$CONTAINERD_VERSION"
+# Only what the walk uses: overlayfs and CRI; no btrfs, devmapper, zfs snapshotter, no OpenTelemetry tracing.
+slim="urfave_cli_no_docs no_btrfs no_devmapper no_zfs no_tracing"
+build ctr 0 "$slim" "$ctrd_x" "$ctrd/cmd/ctr@$CONTAINERD_VERSION"
+build containerd 0 "$slim" "$ctrd_x" "$ctrd/cmd/containerd@$CONTAINERD_VERSION"
 if [ ! -x "$bin/pause" ]; then
   log "pause: k8s.io/kubernetes@$KUBERNETES_VERSION build/pause/linux/pause.c, static"
   GOFLAGS=-mod=mod go mod download "k8s.io/kubernetes@$KUBERNETES_VERSION" >/dev/null 2>&1 || true

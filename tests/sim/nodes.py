@@ -6,7 +6,8 @@ Per node, under .sim/run/nodes/<node>/:
   device-plugins/          bound over /var/lib/kubelet/device-plugins in the kubelet's own mount namespace (the
                            kubelet hard-codes that folder): kubelet.sock, our plugin's socket, and the device
                            manager's kubelet_internal_checkpoint
-  runtime.sock, runtime/   our CRI runtime and its containers' working folders
+  runtime.sock, runtime/   our CRI runtime and its containers' working folders (none when GPUOPS_SIM_CRI_SOCKET names a
+                           real runtime's socket: the kubelet talks to that one, as walkthrough.sh --real-runtime does)
   pod-logs/                the kubelet's podLogsDir (CRI-format logs our runtime writes; the kubelet serves them)
   gpus.json                the node's GPUs as nvidia-smi reads them (gpu-table.json instead on a GPU machine:
                            its real GPUs from NVML, for the runtime's private /dev per container)
