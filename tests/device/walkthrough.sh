@@ -55,9 +55,15 @@
 # inside each demo container are recorded (containers-<run>.txt, and the transcript). The seed's kubectl replay is
 # left out (it runs on our simulated device plugin, whose containers get no nvidia-smi from a real runtime).
 # What it needs:
-#   - the bundle built with GPUOPS_REAL_RUNTIME=1 (bundle.sh packs runtime.tar.xz: containerd, its runc shim, ctr,
-#     runc, crictl, the CNI plugins dummy/host-local/loopback, nvidia-cdi-hook, nvidia-container-runtime, pause; built
-#     by tests/device/runtime_build.sh outside the repository, never committed);
+#   - runtime.tar.xz (GPUOPS_REAL_RUNTIME=1 make device-bundle writes it into .build/device-runtime: containerd, its
+#     runc shim, ctr, runc, crictl, the CNI plugins dummy/host-local/loopback, nvidia-cdi-hook, nvidia-container-runtime,
+#     pause; built by tests/device/runtime_build.sh outside the repository, never committed), looked for in the bundle,
+#     in .build/device-runtime, then in $GPUOPS_DEVICE_RUNTIME (default /tmp/gpuops-device-runtime). With the bundle it
+#     is over the 64 MiB one device call carries, so two calls back to back, the second within the machine's 30 s warm
+#     time: (1) carry .build/device-runtime (and NVIDIA's binary, .xz), command
+#     `mkdir -p /tmp/gpuops-device-runtime && cp .build/device-runtime/* /tmp/gpuops-device-runtime/`; (2) carry the
+#     bundle, command `bash tests/device/walkthrough.sh --real-runtime --nvidia-device-plugin
+#     /tmp/gpuops-device-runtime/nvidia-device-plugin.xz` (or --nvidia-dra-driver .../gpu-kubelet-plugin.xz);
 #   - root, cgroup v2 (or v1) writable, overlayfs, network namespaces; the driver's device nodes and libraries on the
 #     host (found through the loader cache), its ldconfig; nothing installed: the runtime's state, images, network
 #     namespaces and runc's state live under $GPUOPS_DEVICE_WORK/rr, its only socket there, its CRI streaming server on
@@ -145,8 +151,14 @@ nvidia_binary() {
 }
 # The real container runtime (GPUOPS_REAL_RUNTIME=1 at bundle time): containerd, runc, CNI, NVIDIA's hook and runtime.
 if [ -n "$real_runtime" ]; then
-  [ -f "$bundle/runtime.tar.xz" ] || { echo "walkthrough.sh: --real-runtime needs the bundle's runtime.tar.xz (GPUOPS_REAL_RUNTIME=1 make device-bundle)" >&2; exit 2; }
-  rm -rf "$work/rr-bin" && mkdir -p "$work/rr-bin" && tar xJf "$bundle/runtime.tar.xz" -C "$work/rr-bin"
+  runtime_tar=""
+  for candidate in "$bundle/runtime.tar.xz" "$root/.build/device-runtime/runtime.tar.xz" \
+                   "${GPUOPS_DEVICE_RUNTIME:-/tmp/gpuops-device-runtime}/runtime.tar.xz"; do
+    if [ -f "$candidate" ]; then runtime_tar=$candidate; break; fi
+  done
+  [ -n "$runtime_tar" ] || { echo "walkthrough.sh: --real-runtime needs runtime.tar.xz (GPUOPS_REAL_RUNTIME=1 make device-bundle; see --help)" >&2; exit 2; }
+  log "the real runtime's binaries: $runtime_tar ($(du -h "$runtime_tar" | cut -f1))"
+  rm -rf "$work/rr-bin" && mkdir -p "$work/rr-bin" && tar xJf "$runtime_tar" -C "$work/rr-bin"
   chmod +x "$work"/rr-bin/*
   # shellcheck source=real_runtime.sh
   . "$root/tests/device/real_runtime.sh"
