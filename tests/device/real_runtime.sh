@@ -31,12 +31,8 @@ rr_init() {
   rr_made_run_dir=""
   [ -d /run/containerd ] || rr_made_run_dir=1
   mkdir -p "$rr_dir"/{root,state,tmp,opt,runc,cni/net.d,cni/ipam,images}
-  export CONTAINER_RUNTIME_ENDPOINT="unix://$rr_sock" IMAGE_SERVICE_ENDPOINT="unix://$rr_sock"
-  cat > "$rr_dir/cni/net.d/10-gpuops-loopback.conflist" <<EOF
-{"cniVersion": "1.0.0", "name": "gpuops-loopback-only", "plugins": [
-  {"type": "dummy", "ipam": {"type": "host-local", "dataDir": "$rr_dir/cni/ipam",
-    "ranges": [[{"subnet": "127.1.0.0/16", "rangeStart": "127.1.0.2", "rangeEnd": "127.1.255.254"}]]}}]}
-EOF
+  export CONTAINER_RUNTIME_ENDPOINT="unix://$rr_sock" IMAGE_SERVICE_ENDPOINT="unix://$rr_sock" PATH="$rr_bin:$PATH"
+  rr_cni
   # NVIDIA's runtime (the `nvidia` runtime's binary): jit-cdi, its hook and runc from here, the node's CDI folders.
   cat > "$rr_dir/nvidia-container-runtime.toml" <<EOF
 accept-nvidia-visible-devices-as-volume-mounts = true
@@ -54,6 +50,38 @@ spec-dirs = ["$rr_node/etc/cdi", "$rr_node/var/run/cdi"]
 [nvidia-ctk]
 path = "$rr_bin/nvidia-cdi-hook"
 EOF
+}
+
+# rr_cni: pods get loopback (containerd's own loopback network) and, because containerd wants an address on eth0
+# in the CNI result, either a `dummy` eth0 from the CNI plugins (a device that leads nowhere) with a 127.1.x.x address
+# from host-local, or, where the kernel has no dummy links, a plugin of ours that reports such an address for eth0
+# without making any interface: either way the pod's network namespace has no way out.
+rr_cni() {
+  mkdir -p "$rr_dir/cni/bin"
+  if unshare --net sh -c 'ip link add gpuops0 type dummy' 2>/dev/null; then
+    rr_cni_type=dummy
+    cat > "$rr_dir/cni/net.d/10-gpuops-loopback.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "gpuops-loopback-only", "plugins": [
+  {"type": "dummy", "ipam": {"type": "host-local", "dataDir": "$rr_dir/cni/ipam",
+    "ranges": [[{"subnet": "127.1.0.0/16", "rangeStart": "127.1.0.2", "rangeEnd": "127.1.255.254"}]]}}]}
+EOF
+  else
+    rr_cni_type=gpuops-loopback-only
+    cat > "$rr_dir/cni/bin/gpuops-loopback-only" <<'EOF'
+#!/bin/sh
+# CNI plugin: no interface made; ADD reports an address in 127.1.0.0/16 for the pod's eth0 (containerd's condition).
+case $CNI_COMMAND in
+  ADD) sum=$(printf %s "$CNI_CONTAINERID" | cksum | cut -d' ' -f1)
+       printf '{"cniVersion": "1.0.0", "interfaces": [{"name": "%s", "sandbox": "%s"}], "ips": [{"address": "127.1.%d.%d/32", "interface": 0}]}\n' \
+         "$CNI_IFNAME" "$CNI_NETNS" $((sum / 250 % 250)) $((sum % 250 + 2)) ;;
+  VERSION) echo '{"cniVersion": "1.0.0", "supportedVersions": ["0.4.0", "1.0.0", "1.1.0"]}' ;;
+esac
+EOF
+    chmod +x "$rr_dir/cni/bin/gpuops-loopback-only"
+    cat > "$rr_dir/cni/net.d/10-gpuops-loopback.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "gpuops-loopback-only", "plugins": [{"type": "gpuops-loopback-only"}]}
+EOF
+  fi
 }
 
 # rr_config DEFAULT_RUNTIME: containerd's configuration (version 3, containerd 2.x).
@@ -87,11 +115,10 @@ temp = "$rr_dir/tmp"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "$RR_PAUSE_IMAGE"
 [plugins.'io.containerd.cri.v1.runtime']
-  enable_cdi = true
   cdi_spec_dirs = ["$rr_node/etc/cdi", "$rr_node/var/run/cdi"]
   netns_mounts_under_state_dir = true
   [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ["$rr_bin"]
+    bin_dirs = ["$rr_bin", "$rr_dir/cni/bin"]
     conf_dir = "$rr_dir/cni/net.d"
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "$1"
@@ -126,7 +153,7 @@ rr_start() {
     sleep 0.2
   done
   crictl version
-  echo "containerd $($rr_bin/containerd --version | cut -d' ' -f3), default runtime $1 ($(grep -A3 "runtimes.$1.options" "$rr_dir/config.toml" | awk -F'"' '/BinaryName/ {print $2}')), CDI on: $(crictl info -o go-template --template '{{.config.enableCDI}} {{.config.cdiSpecDirs}}' 2>/dev/null)"
+  echo "containerd $($rr_bin/containerd --version | cut -d' ' -f3), default runtime $1 ($(grep -A3 "runtimes.$1.options" "$rr_dir/config.toml" | awk -F'"' '/BinaryName/ {print $2}')), CDI spec folders $(crictl info -o go-template --template '{{.config.cdiSpecDirs}}' 2>/dev/null), CNI $rr_cni_type"
 }
 
 rr_stop_containerd() {
@@ -228,8 +255,8 @@ JSON
 {"metadata": {"name": "gpuops-failure-probe", "namespace": "default", "uid": "gpuops-failure-probe-uid"},
  "log_directory": "$rr_dir/probe-logs", "linux": {}}
 JSON
-  {
-    pod=$(crictl runp "$rr_dir/probe-pod.json")
+  (
+    pod=$(crictl runp "$rr_dir/probe-pod.json") || { echo "(crictl runp failed: no pod sandbox, no probe)"; exit 0; }
     echo "pod sandbox $pod"
     for case in "missing=gpuops.example/gpu=missing" "hook=gpuops.example/gpu=hooked"; do
       printf '{"metadata": {"name": "%s"}, "image": {"image": "%s"}, "command": ["sh", "-c", "echo ran"], "log_path": "%s.log", "annotations": {"cdi.k8s.io/gpuops-probe": "%s"}}\n' \
@@ -247,7 +274,7 @@ JSON
       fi
     done
     crictl stopp "$pod" >/dev/null 2>&1; crictl rmp "$pod" 2>&1
-  } > "$file" 2>&1 || true
+  ) > "$file" 2>&1 || true
   rm -f "$spec"
   cat "$file"
 }
