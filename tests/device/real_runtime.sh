@@ -278,3 +278,25 @@ JSON
   rm -f "$spec"
   cat "$file"
 }
+
+# rr_smoke IMAGE: one pod of IMAGE asking for no GPU (no CDI device, the image's NVIDIA_VISIBLE_DEVICES=all) runs
+# `nvidia-smi -L` under containerd's current default runtime; its output, state and exit code are printed. Under runc
+# it must find no nvidia-smi; under NVIDIA's runtime it sees every GPU (the bypass the product's probe looks for).
+rr_smoke() {
+  local image=$1 pod container
+  cat > "$rr_dir/smoke-pod.json" <<JSON
+{"metadata": {"name": "gpuops-smoke", "namespace": "default", "uid": "gpuops-smoke-uid"},
+ "log_directory": "$rr_dir/smoke-logs", "linux": {}}
+JSON
+  printf '{"metadata": {"name": "smoke"}, "image": {"image": "%s"}, "command": ["bash", "-c", "nvidia-smi -L; echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; ls /dev | grep nvidia"], "log_path": "smoke.log"}\n' \
+    "$image" > "$rr_dir/smoke-container.json"
+  pod=$(crictl runp "$rr_dir/smoke-pod.json") || { echo "(crictl runp failed)"; return 0; }
+  container=$(crictl create "$pod" "$rr_dir/smoke-container.json" "$rr_dir/smoke-pod.json") || { crictl rmp -f "$pod"; return 0; }
+  crictl start "$container" || true
+  sleep 2
+  crictl ps -a --pod "$pod"
+  crictl inspect -o go-template --template 'state={{.status.state}} exitCode={{.status.exitCode}} reason={{.status.reason}} ip={{.status.network}}{{"\n"}}' "$container" 2>/dev/null || true
+  crictl inspectp -o go-template --template 'pod ip {{.status.network.ip}}{{"\n"}}' "$pod" 2>/dev/null || true
+  echo "crictl logs:"; crictl logs "$container" 2>&1
+  crictl stopp "$pod" >/dev/null 2>&1; crictl rmp "$pod" >/dev/null 2>&1 || true
+}
