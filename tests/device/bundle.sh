@@ -9,6 +9,13 @@
 #   nvidia.tar.xz          only with GPUOPS_NVIDIA_BINARIES="PATH ...": NVIDIA's binaries a user built (device plugin,
 #                          gpu-kubelet-plugin), packed solid with xz's x86 filter (15.5 -> 11.8 MiB), so that both
 #                          travel with the bundle and the tree; never committed
+# and, only with GPUOPS_REAL_RUNTIME=1 (walkthrough.sh --real-runtime), in .build/device-runtime/ BESIDE the bundle:
+#   runtime.tar.xz         containerd, its runc shim, ctr, runc, crictl, the CNI plugins, nvidia-cdi-hook,
+#                          nvidia-container-runtime and pause, as tests/device/runtime_build.sh builds them outside the
+#                          repository (cached), packed solid with xz's x86 filter; never committed. It does not fit in
+#                          the same 64 MiB as the bundle: a first device call carries .build/device-runtime and copies
+#                          it to /tmp/gpuops-device-runtime, the next (within the machine's 30 s warm time) carries the
+#                          bundle and runs the walk, which finds it there (walkthrough.sh --help)
 #   kubernetes-core.tar.gz kubernetes.core from .venv (the `ansible` package's copy)
 # The checkout itself travels as the working tree. Prints the bundle's size; it must stay under 64 MiB with the tree.
 set -euo pipefail
@@ -41,12 +48,13 @@ fi
 simnode=$(cd "$root/tests/sim" && "$root/.venv/bin/python" -c 'import nodes; print(nodes.simnode_binary())' | tail -1)  # (a cold build prints a line first)
 
 rm -rf "$out" && mkdir -p "$out/bin"
-log "compressing the binaries (xz with its x86 filter, preset 9; etcd stripped of its symbols first: 39 -> 27 MB)"
+log "compressing the binaries (xz with its x86 filter, preset 9; etcd and gpuops-simnode stripped of their symbols first: 39 -> 27 MB, 50 -> 35 MB)"
 strip --strip-all -o "$out/etcd" "$etcd_bin/etcd"
-for binary in "$allinone" "$out/etcd" "$simnode"; do
+strip --strip-all -o "$out/gpuops-simnode" "$simnode"
+for binary in "$allinone" "$out/etcd" "$out/gpuops-simnode"; do
   xz -T2 --x86 --lzma2=preset=9 -c "$binary" > "$out/bin/$(basename "$binary").xz"
 done
-rm "$out/etcd"
+rm "$out/etcd" "$out/gpuops-simnode"
 log "Python packages for CPython 3.12 (tests/device/requirements.txt), installed into one folder and packed solid"
 site_dir=$(mktemp -d)
 trap 'rm -rf "$site_dir"' EXIT
@@ -64,6 +72,15 @@ if [ -n "${GPUOPS_NVIDIA_BINARIES:-}" ]; then
     cp "$binary" "$nvidia_dir/"
   done
   tar cf - -C "$nvidia_dir" . | xz -T2 --x86 --lzma2=preset=9 > "$out/nvidia.tar.xz"
+fi
+if [ -n "${GPUOPS_REAL_RUNTIME:-}" ]; then
+  log "the real container runtime (tests/device/runtime_build.sh; cached outside the repository), packed solid"
+  runtime_dir=$(bash "$root/tests/device/runtime_build.sh" | tail -1)
+  runtime_out="$root/.build/device-runtime"
+  mkdir -p "$runtime_out" && rm -f "$runtime_out/runtime.tar.xz"
+  tar cf - -C "$runtime_dir/bin" . | xz -T2 --x86 --lzma2=preset=9e > "$runtime_out/runtime.tar.xz"
+  du -b "$runtime_dir"/bin/* | awk '{printf "  %6.1f MiB  %s (unpacked)\n", $1/1048576, $2}'
+  du -b "$runtime_out"/* | awk '{printf "  %6.1f MiB  %s (carried in a call of its own)\n", $1/1048576, $2}'
 fi
 log "kubernetes.core from .venv"
 site=$("$root/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

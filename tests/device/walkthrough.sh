@@ -9,7 +9,7 @@
 # Writes what it shows into $OUT/walkthrough.tar.gz (or .build/device-out/): the replay, the transcripts, the
 # reports (the device tool brings back at most 8 files).
 #   bash tests/device/walkthrough.sh [--gib 8] [--nvidia-device-plugin PATH [--strategies "LIST:ID ..."]]
-#                                    [--dra | --nvidia-dra-driver PATH]
+#                                    [--dra | --nvidia-dra-driver PATH] [--real-runtime] [--help]
 # The device-plugin part runs unless only a DRA option is given; the DRA part runs after it when one is. Both NVIDIA
 # binaries in one call: --nvidia-device-plugin nvidia-device-plugin --nvidia-dra-driver gpu-kubelet-plugin.
 #
@@ -41,7 +41,40 @@
 #     its own image otherwise); the kubelet's plugin folders and the CDI folder are the simulated node's.
 # PATH (for either NVIDIA option) may also be a bare file name inside the bundle's nvidia.tar.xz (bundle.sh packs
 # the binaries named in GPUOPS_NVIDIA_BINARIES there, solid: two binaries and the bundle fit the 64 MiB carried).
+#
+# --real-runtime (with --nvidia-device-plugin and/or --nvidia-dra-driver): prod102's kubelet talks CRI to a REAL
+# containerd v2 (CDI on) with runc instead of our runtime stand-in, and the GPU reaches each container only through
+# NVIDIA's parts: the CDI specs NVIDIA's device plugin (cdi-cri, cdi-annotations) or DRA driver writes, run by runc
+# with NVIDIA's nvidia-cdi-hook (the plugins now write their hooks: no --cdi-disable-hooks), or, for envvar and
+# volume-mounts, NVIDIA's nvidia-container-runtime (jit-cdi mode) as containerd's default runtime, as the GPU Operator
+# installs it. Default strategies then: cdi-cri:uuid cdi-annotations:uuid envvar:uuid volume-mounts:uuid. The demo
+# pods' image and the pause image are made on the machine from its own files (tests/device/oci_image.py) and imported;
+# the image sets NVIDIA_VISIBLE_DEVICES=all, as CUDA images do, and holds no nvidia-smi and no driver library. Each
+# product run adds the bypass probe (a pod of the run asking for no GPU): under runc + CDI it must see no GPU, under
+# NVIDIA's runtime it sees every GPU and the report names it. While each run goes, `crictl ps` and `nvidia-smi -L`
+# inside each demo container are recorded (containers-<run>.txt, and the transcript). The seed's kubectl replay is
+# left out (it runs on our simulated device plugin, whose containers get no nvidia-smi from a real runtime).
+# What it needs:
+#   - runtime.tar.xz (GPUOPS_REAL_RUNTIME=1 make device-bundle writes it into .build/device-runtime: containerd, its
+#     runc shim, ctr, runc, crictl, the CNI plugins dummy/host-local/loopback, nvidia-cdi-hook, nvidia-container-runtime,
+#     pause; built by tests/device/runtime_build.sh outside the repository, never committed), looked for in the bundle,
+#     in .build/device-runtime, then in $GPUOPS_DEVICE_RUNTIME (default /tmp/gpuops-device-runtime). With the bundle it
+#     is over the 64 MiB one device call carries, so two calls back to back, the second within the machine's 30 s warm
+#     time: (1) carry .build/device-runtime (and NVIDIA's binary, .xz), command
+#     `mkdir -p /tmp/gpuops-device-runtime && cp .build/device-runtime/* /tmp/gpuops-device-runtime/`; (2) carry the
+#     bundle, command `bash tests/device/walkthrough.sh --real-runtime --nvidia-device-plugin
+#     /tmp/gpuops-device-runtime/nvidia-device-plugin.xz` (or --nvidia-dra-driver .../gpu-kubelet-plugin.xz);
+#   - root, cgroup v2 (or v1) writable, overlayfs, network namespaces; the driver's device nodes and libraries on the
+#     host (found through the loader cache), its ldconfig; nothing installed: the runtime's state, images, network
+#     namespaces and runc's state live under $GPUOPS_DEVICE_WORK/rr, its only socket there, its CRI streaming server on
+#     127.0.0.1; pods get loopback and a dummy eth0 with a 127.1.x.x address (no veth, no route out);
+#   - at the end the kubelet stops, then every pod and container is removed, containerd and its shims end, the
+#     mounts and cgroups go and the folder is deleted (real_runtime.sh rr_stop).
 set -euo pipefail
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle="$root/.build/device-bundle"
 work=${GPUOPS_DEVICE_WORK:-/tmp/gpuops-device}
@@ -52,17 +85,27 @@ gib=8
 nvidia_plugin=""
 nvidia_dra=""
 dra=""
+real_runtime=""
 strategies="envvar:uuid envvar:index volume-mounts:uuid volume-mounts:index cdi-annotations:uuid cdi-annotations:index cdi-cri:uuid cdi-cri:index"
 while [ $# -gt 0 ]; do
   case $1 in
     --gib) gib=$2; shift 2 ;;
     --nvidia-device-plugin) nvidia_plugin=$2; shift 2 ;;
     --nvidia-dra-driver) nvidia_dra=$2; dra=1; shift 2 ;;
-    --strategies) strategies=$2; shift 2 ;;
+    --strategies) strategies=$2; strategies_given=1; shift 2 ;;
     --dra) dra=1; shift ;;
-    *) echo "walkthrough.sh: unknown argument $1 (want --gib N, --nvidia-device-plugin PATH, --strategies LIST, --dra, --nvidia-dra-driver PATH)" >&2; exit 2 ;;
+    --real-runtime) real_runtime=1; shift ;;
+    --help|-h) exec bash "$0" --help ;;
+    *) echo "walkthrough.sh: unknown argument $1 (want --gib N, --nvidia-device-plugin PATH, --strategies LIST, --dra, --nvidia-dra-driver PATH, --real-runtime, --help)" >&2; exit 2 ;;
   esac
 done
+if [ -n "$real_runtime" ]; then
+  if [ -z "$nvidia_plugin" ] && [ -z "$nvidia_dra" ]; then
+    echo "walkthrough.sh: --real-runtime needs --nvidia-device-plugin and/or --nvidia-dra-driver (our simulated plugin and driver hand a real runtime no nvidia-smi)" >&2
+    exit 2
+  fi
+  [ -n "${strategies_given:-}" ] || strategies="cdi-cri:uuid cdi-annotations:uuid envvar:uuid volume-mounts:uuid"
+fi
 # The device-plugin part runs unless a DRA option came alone.
 plugin_part=1
 [ -n "$dra" ] && [ -z "$nvidia_plugin" ] && plugin_part=""
@@ -106,6 +149,20 @@ nvidia_binary() {
   esac
   chmod +x "$work/bin/$name"
 }
+# The real container runtime (GPUOPS_REAL_RUNTIME=1 at bundle time): containerd, runc, CNI, NVIDIA's hook and runtime.
+if [ -n "$real_runtime" ]; then
+  runtime_tar=""
+  for candidate in "$bundle/runtime.tar.xz" "$root/.build/device-runtime/runtime.tar.xz" \
+                   "${GPUOPS_DEVICE_RUNTIME:-/tmp/gpuops-device-runtime}/runtime.tar.xz"; do
+    if [ -f "$candidate" ]; then runtime_tar=$candidate; break; fi
+  done
+  [ -n "$runtime_tar" ] || { echo "walkthrough.sh: --real-runtime needs runtime.tar.xz (GPUOPS_REAL_RUNTIME=1 make device-bundle; see --help)" >&2; exit 2; }
+  log "the real runtime's binaries: $runtime_tar ($(du -h "$runtime_tar" | cut -f1))"
+  rm -rf "$work/rr-bin" && mkdir -p "$work/rr-bin" && tar xJf "$runtime_tar" -C "$work/rr-bin"
+  chmod +x "$work"/rr-bin/*
+  # shellcheck source=real_runtime.sh
+  . "$root/tests/device/real_runtime.sh"
+fi
 mkdir -p "$work/collections"
 tar xzf "$bundle/kubernetes-core.tar.gz" -C "$work/collections"
 mkdir -p .collections/ansible_collections/gpuops
@@ -122,8 +179,11 @@ try:
 except OSError as error:
     print(error); sys.exit(1)'; }
 cleanup() {
+  if [ -n "${watcher:-}" ]; then kill "$watcher" 2>/dev/null || true; fi
   if [ -n "${nvidia_pid:-}" ]; then kill "$nvidia_pid" 2>/dev/null || true; fi
   "$py" tests/sim/simctl.py down || true
+  # After the kubelet (which would start the pods' containers again): everything of the real runtime goes.
+  if [ -n "$real_runtime" ]; then rr_stop || true; fi
   if [ -n "${standin:-}" ]; then kill "$standin" 2>/dev/null || true; fi
   cp -r .sim/logs "$out/sim-logs" 2>/dev/null || true
   tar czf "$final/walkthrough.tar.gz" -C "$out" .
@@ -139,11 +199,23 @@ cat "$out/standin.log"
 
 node_dir="$root/.sim/run/nodes/prod102"
 product() {   # lang, run id, [more variables, as JSON members]
+  local more=${3:-} status=0
+  # With the real runtime, each run also sends the bypass probe (a pod asking for no GPU), and every demo container
+  # is listed by crictl and looked into while the run goes.
+  [ -n "$real_runtime" ] && more="\"gpu_demo_bypass_probe\": true${more:+, $more}"
   vars=$(printf '{"gpu_demo_node_processes": true, "gpu_demo_node_processes_options": {"source": "nvml",
     "pod_resources_socket": "%s", "checkpoint_path": "%s"}, "gpu_demo_report_dir": "%s", "gpu_demo_report_lang": "%s",
     "gpu_demo_run_id": "%s"%s}' "$node_dir/kubelet/pod-resources/kubelet.sock" \
-    "$node_dir/device-plugins/kubelet_internal_checkpoint" "$out" "$1" "$2" "${3:+, $3}")
-  ansible-playbook playbooks/gpu_demo.yml -i inventory/sim -e "$vars" 2>&1 | tee "$out/ansible-$2.txt" | tail -25
+    "$node_dir/device-plugins/kubelet_internal_checkpoint" "$out" "$1" "$2" "${more:+, $more}")
+  if [ -n "$real_runtime" ]; then rr_watch "$out/containers-$2.txt" & watcher=$!; fi
+  ansible-playbook playbooks/gpu_demo.yml -i inventory/sim -e "$vars" 2>&1 | tee "$out/ansible-$2.txt" | tail -25 || status=1
+  if [ -n "$real_runtime" ]; then
+    sleep 1; kill "$watcher" 2>/dev/null || true; wait "$watcher" 2>/dev/null || true; watcher=""
+    log "the demo containers of $2, as the real runtime ran them (crictl ps; nvidia-smi -L inside each)"
+    cat "$out/containers-$2.txt" 2>/dev/null || echo "(none seen)"
+    grep -h "probe" "$out/gpu-demo-prod102-$2.md" 2>/dev/null | head -3 || true
+  fi
+  return $status
 }
 allocatable_is() {   # value, seconds
   for _ in $(seq $(($2 * 5))); do
@@ -173,13 +245,41 @@ cluster() {
   kubectl get node prod102 -o jsonpath='{.status.nodeInfo}{"\n"}allocatable {.status.allocatable}{"\n"}'
 }
 
+rr_runtime=""
+if [ -n "$real_runtime" ]; then
+  log "the real container runtime: containerd, runc, CNI (loopback only), NVIDIA's hook and runtime, under $work/rr"
+  rr_init "$work/rr-bin" "$work/rr" "$node_dir"
+  mkdir -p "$node_dir/etc/cdi" "$node_dir/var/run/cdi"
+  "$work/rr-bin/runc" --version | head -1
+  "$work/rr-bin/nvidia-container-runtime" --version | head -1
+  "$work/rr-bin/nvidia-cdi-hook" --version | head -1
+  rr_start runc
+  cp "$rr_dir/config.toml" "$out/containerd-config.toml"
+  rr_runtime=runc
+  image=$(awk '/^gpu_demo_image:/ {print $2}' inventory/sim/group_vars/gpu_nodes.yml)
+  rr_images "${image:?no gpu_demo_image in inventory/sim}"
+  log "the real runtime when the hand-off breaks: a CDI device no spec names, a spec whose hook is missing"
+  rr_failures "$out/runtime-failures.txt" "$image"
+  # The simulated node starts no runtime of its own: its kubelet talks to containerd (tests/sim/nodes.py).
+  export GPUOPS_SIM_CRI_SOCKET="$rr_sock"
+fi
+# use_runtime runc|nvidia: containerd's default runtime (a restart; the kubelet reconnects).
+use_runtime() {
+  [ -n "$real_runtime" ] && [ "$rr_runtime" != "$1" ] || return 0
+  log "containerd's default runtime: $1"
+  rr_start "$1"
+  rr_runtime=$1
+}
+
 if [ -n "$plugin_part" ]; then
-  log "the cluster: control plane and prod102 (real kubelet, NVML-backed device plugin)"
+  log "the cluster: control plane and prod102 (real kubelet, NVML-backed device plugin${real_runtime:+, containerd})"
   cluster h200
   grep -h "registered" .sim/logs/plugin-prod102-*.log | head -3
 
-  log "the seed's kubectl replay"
-  bash tests/device/kubectl_replay.sh 2>&1 | tee "$out/kubectl-replay.txt"
+  if [ -z "$real_runtime" ]; then
+    log "the seed's kubectl replay"
+    bash tests/device/kubectl_replay.sh 2>&1 | tee "$out/kubectl-replay.txt"
+  fi
   if [ -z "$nvidia_plugin" ]; then
     log "the product: ansible-playbook playbooks/gpu_demo.yml -i inventory/sim (node processes through NVML)"
     for lang in en zh; do product "$lang" "h200-$lang" || failed="${failed:-} $lang"; done
@@ -193,6 +293,12 @@ if [ -n "$plugin_part" ]; then
     for pair in $strategies; do
       list=${pair%%:*} id=${pair#*:}
       flags="--device-list-strategy=$list --device-id-strategy=$id --driver-root-ctr-path=/ --cdi-disable-hooks=all"
+      if [ -n "$real_runtime" ]; then
+        # The real runtime runs the specs' hooks: NVIDIA's own, from here. envvar and volume-mounts go through
+        # NVIDIA's runtime (the GPU Operator's default runtime), the CDI strategies through runc.
+        flags="--device-list-strategy=$list --device-id-strategy=$id --driver-root-ctr-path=/ --nvidia-cdi-hook-path=$rr_bin/nvidia-cdi-hook"
+        case $list in envvar|volume-mounts) use_runtime nvidia ;; *) use_runtime runc ;; esac
+      fi
       log "NVIDIA's device plugin: $flags"
       rm -f "$node_dir/var/run/cdi/"*.json
       # shellcheck disable=SC2016,SC2086  # $0 and $@ are the inner shell's; the flags are words
@@ -244,7 +350,7 @@ nvidia_dra_driver() {
   mkdir -p "$node_dir/var/run/cdi"
   local flags=(--node-name prod102 --kubeconfig "$root/.sim/kubeconfig"
     --image-name registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1
-    --nvidia-cdi-hook-path /usr/bin/nvidia-cdi-hook --cdi-root "$node_dir/var/run/cdi"
+    --nvidia-cdi-hook-path "${rr_bin:-/usr/bin}/nvidia-cdi-hook" --cdi-root "$node_dir/var/run/cdi"
     --kubelet-registrar-directory-path "$node_dir/kubelet/plugins_registry"
     --kubelet-plugins-directory-path "$node_dir/kubelet/plugins"
     --nvidia-driver-root / --container-driver-root /)
@@ -264,7 +370,8 @@ nvidia_dra_driver() {
 }
 
 if [ -n "$dra" ]; then
-  log "the cluster: control plane and prod102 (real kubelet, NVML-backed DRA driver, no device plugin)"
+  use_runtime runc
+  log "the cluster: control plane and prod102 (real kubelet, NVML-backed DRA driver, no device plugin${real_runtime:+, containerd})"
   cluster h200-dra
   log "what the DRA driver publishes (the ledger is the ResourceSlices and ResourceClaims)"
   slices_of gpu.nvidia.com 30

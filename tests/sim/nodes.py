@@ -6,7 +6,8 @@ Per node, under .sim/run/nodes/<node>/ (.sim/run: a link to the short folder tha
   device-plugins/          bound over /var/lib/kubelet/device-plugins in the kubelet's own mount namespace (the
                            kubelet hard-codes that folder): kubelet.sock, our plugin's socket, and the device
                            manager's kubelet_internal_checkpoint
-  runtime.sock, runtime/   our CRI runtime and its containers' working folders
+  runtime.sock, runtime/   our CRI runtime and its containers' working folders (none when GPUOPS_SIM_CRI_SOCKET names a
+                           real runtime's socket: the kubelet talks to that one, as walkthrough.sh --real-runtime does)
   pod-logs/                the kubelet's podLogsDir (CRI-format logs our runtime writes; the kubelet serves them)
   gpus.json                the node's GPUs as nvidia-smi reads them (gpu-table.json instead on a GPU machine:
                            its real GPUs from NVML, for the runtime's private /dev per container)
@@ -53,6 +54,9 @@ BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 # The mount point for the device plugin's volume-mounts answer: each container given devices that way gets its own
 # folder there, in its own mount namespace (gpuops-simnode container-init).
 DEVICE_LIST_DIR = Path("/var/run/nvidia-container-devices")
+# A real container runtime in place of ours (tests/device/walkthrough.sh --real-runtime: containerd on the GPU machine):
+# the CRI socket it serves. The kubelet talks to it; the node starts no runtime of its own. One node per runtime.
+CRI_SOCKET_ENV = "GPUOPS_SIM_CRI_SOCKET"
 SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
            "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
 # Raised for as long as clusters run (and put back with the others): each kubelet holds 6 inotify instances and the
@@ -117,6 +121,15 @@ class Node:
     @property
     def runtime_process(self) -> str:
         return f"runtime-{self.name}"
+
+    @property
+    def external_runtime(self) -> bool:
+        """A real container runtime serves this node's CRI (CRI_SOCKET_ENV): ours is not started."""
+        return bool(os.environ.get(CRI_SOCKET_ENV))
+
+    @property
+    def cri_socket(self) -> Path:
+        return Path(os.environ[CRI_SOCKET_ENV]) if self.external_runtime else self.dir / "runtime.sock"
 
     def plugin_process(self, resource: str) -> str:
         return f"plugin-{self.name}-{resource.replace('/', '-')}"
@@ -249,8 +262,8 @@ class Node:
                              "imagefs.available": "1%", "imagefs.inodesFree": "1%"},
             "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
             "volumeStatsAggPeriod": "0s",
-            "containerRuntimeEndpoint": f"unix://{self.dir / 'runtime.sock'}",
-            "imageServiceEndpoint": f"unix://{self.dir / 'runtime.sock'}",
+            "containerRuntimeEndpoint": f"unix://{self.cri_socket}",
+            "imageServiceEndpoint": f"unix://{self.cri_socket}",
             "podLogsDir": str(self.dir / "pod-logs"),
             # As in a real cluster (data only: nothing resolves through it here).
             "clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local",
@@ -264,31 +277,11 @@ class Node:
     # --- processes ----------------------------------------------------------------------------------
 
     def start(self, k8s_bin: Path, simnode: Path) -> None:
-        runtime_argv = [str(simnode), "runtime", "--socket", str(self.dir / "runtime.sock"),
-                        "--state-dir", str(self.dir / "runtime"), "--not-ready-file", str(self.dir / "not-ready")]
-        runtime_argv += [arg for folder in self.cdi_spec_dirs for arg in ("--cdi-spec-dir", str(folder))]
-        if self.real_gpus:
-            # As the NVIDIA container toolkit does: the machine's nvidia-smi and driver libraries in every container
-            # given a GPU (here: on its PATH and library path), the devices limited by container-init.
-            smi = shutil.which("nvidia-smi")
-            runtime_argv += ["--gpu-table", str(self.dir / "gpu-table.json")]
-            if smi:
-                runtime_argv += ["--tool-dir", str(Path(smi).resolve().parent)]
-            if os.environ.get("LD_LIBRARY_PATH"):
-                runtime_argv += ["--image-env", "LD_LIBRARY_PATH=" + os.environ["LD_LIBRARY_PATH"]]
+        if self.external_runtime:
+            cluster.wait_for(lambda: cluster.unix_socket_accepts(self.cri_socket), 30,
+                             f"the container runtime to listen on {self.cri_socket} ({CRI_SOCKET_ENV})")
         else:
-            runtime_argv += ["--tool-dir", str(self.dir / "container-bin")]
-        if self.gpus:
-            runtime_argv += [arg for entry in GPU_IMAGE_ENV for arg in ("--image-env", entry)]
-            if self.gpus.ledger_bypass:
-                # The inference image sets NVIDIA_VISIBLE_DEVICES=all: pods asking for no GPU see every GPU.
-                runtime_argv += ["--image-env", "NVIDIA_VISIBLE_DEVICES=all"]
-        runtime_argv += [arg for image in self.unpullable for arg in ("--unpullable", image)]
-        cluster.start_process(self.sim, self.runtime_process, runtime_argv, marker=str(self.dir / "runtime.sock"))
-        # The kubelet checks the CRI endpoint once as it starts and exits if nothing answers (systemd orders it after
-        # containerd): on a loaded machine the runtime may not listen yet.
-        cluster.wait_for(lambda: cluster.unix_socket_accepts(self.dir / "runtime.sock"), 30,
-                         f"{self.runtime_process} to listen on {self.dir / 'runtime.sock'}")
+            self.start_runtime(simnode)
         for config in self.plugin_configs():
             self.start_plugin(simnode, config["resource"])
         if self.real_gpus:
@@ -316,6 +309,33 @@ class Node:
         if self.dra:
             self.start_dra_driver(simnode)
 
+    def start_runtime(self, simnode: Path) -> None:
+        runtime_argv = [str(simnode), "runtime", "--socket", str(self.dir / "runtime.sock"),
+                        "--state-dir", str(self.dir / "runtime"), "--not-ready-file", str(self.dir / "not-ready")]
+        runtime_argv += [arg for folder in self.cdi_spec_dirs for arg in ("--cdi-spec-dir", str(folder))]
+        if self.real_gpus:
+            # As the NVIDIA container toolkit does: the machine's nvidia-smi and driver libraries in every container
+            # given a GPU (here: on its PATH and library path), the devices limited by container-init.
+            smi = shutil.which("nvidia-smi")
+            runtime_argv += ["--gpu-table", str(self.dir / "gpu-table.json")]
+            if smi:
+                runtime_argv += ["--tool-dir", str(Path(smi).resolve().parent)]
+            if os.environ.get("LD_LIBRARY_PATH"):
+                runtime_argv += ["--image-env", "LD_LIBRARY_PATH=" + os.environ["LD_LIBRARY_PATH"]]
+        else:
+            runtime_argv += ["--tool-dir", str(self.dir / "container-bin")]
+        if self.gpus:
+            runtime_argv += [arg for entry in GPU_IMAGE_ENV for arg in ("--image-env", entry)]
+            if self.gpus.ledger_bypass:
+                # The inference image sets NVIDIA_VISIBLE_DEVICES=all: pods asking for no GPU see every GPU.
+                runtime_argv += ["--image-env", "NVIDIA_VISIBLE_DEVICES=all"]
+        runtime_argv += [arg for image in self.unpullable for arg in ("--unpullable", image)]
+        cluster.start_process(self.sim, self.runtime_process, runtime_argv, marker=str(self.dir / "runtime.sock"))
+        # The kubelet checks the CRI endpoint once as it starts and exits if nothing answers (systemd orders it after
+        # containerd): on a loaded machine the runtime may not listen yet.
+        cluster.wait_for(lambda: cluster.unix_socket_accepts(self.dir / "runtime.sock"), 30,
+                         f"{self.runtime_process} to listen on {self.dir / 'runtime.sock'}")
+
     def start_dra_driver(self, simnode: Path) -> None:
         argv = [str(simnode), "dra-driver", "--config", str(self.dir / "dra-driver.json"),
                 "--kubeconfig", str(self.sim.kubeconfig), "--kubelet-root-dir", str(self.dir / "kubelet"),
@@ -342,7 +362,8 @@ class Node:
         return f"nvml-health-{self.name}"
 
     def processes(self) -> list:
-        names = [self.kubelet_process, self.runtime_process] + ([self.health_process] if self.real_gpus else [])
+        names = [self.kubelet_process] + ([] if self.external_runtime else [self.runtime_process])
+        names += ([self.health_process] if self.real_gpus else [])
         names += [self.dra_process] if self.dra else []
         return names + [self.plugin_process(config["resource"]) for config in self.plugin_configs()]
 

@@ -9,6 +9,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -49,6 +50,49 @@ type cdiInjection struct {
 	Env         []string    // the process environment after the specs' edits (a spec may set NVIDIA_VISIBLE_DEVICES=void)
 	DeviceNodes []string    // container paths of the injected device nodes, e.g. /dev/nvidia0
 	Mounts      []oci.Mount // the specs' mounts (driver libraries); the host's files are already where they point
+	Hooks       []cdiHook   // the specs' OCI hooks (NVIDIA's name nvidia-cdi-hook), in the order runc runs them
+}
+
+// cdiHook is one OCI hook a CDI spec added: its kind (createContainer, ...), its place among the hooks of that kind
+// (runc counts from 0) and the program it runs.
+type cdiHook struct {
+	Kind  string
+	Index int
+	Path  string
+}
+
+// hookKinds: the OCI hook kinds in the order runc runs them as it creates and starts a container.
+var hookKinds = []string{"prestart", "createRuntime", "createContainer", "startContainer"}
+
+// specHooks lists a spec's hooks by kind, in runc's order.
+func specHooks(hooks *oci.Hooks) []cdiHook {
+	if hooks == nil {
+		return nil
+	}
+	byKind := map[string][]oci.Hook{"prestart": hooks.Prestart, "createRuntime": hooks.CreateRuntime, //nolint:staticcheck // runc still runs prestart hooks
+		"createContainer": hooks.CreateContainer, "startContainer": hooks.StartContainer}
+	var found []cdiHook
+	for _, kind := range hookKinds {
+		for index, hook := range byKind[kind] {
+			found = append(found, cdiHook{Kind: kind, Index: index, Path: hook.Path})
+		}
+	}
+	return found
+}
+
+// missingHook: runc's error for the first hook whose program is not there, as containerd reports it when the
+// container starts (the container exits with 128, reason StartError, this message); nil when every hook's program
+// exists. runc runs the hooks (ours does not): a spec naming a program the node lacks fails the container on a real
+// node, and so it does here.
+func missingHook(hooks []cdiHook) error {
+	for _, hook := range hooks {
+		if _, err := os.Stat(hook.Path); err != nil {
+			return fmt.Errorf("failed to create shim task: OCI runtime create failed: runc create failed: unable to start "+
+				"container process: error during container init: error running %s hook #%d: fork/exec %s: no such file "+
+				"or directory: unknown", hook.Kind, hook.Index, hook.Path)
+		}
+	}
+	return nil
 }
 
 // injectCDIDevices applies the named devices' specs, read from dirs, to a container whose environment is env.
@@ -66,7 +110,7 @@ func injectCDIDevices(dirs []string, env []string, names []string) (*cdiInjectio
 		return nil, fmt.Errorf("CDI device injection failed: %w (spec folders %s%s)", err, strings.Join(dirs, ", "),
 			specErrors(cache))
 	}
-	injection := &cdiInjection{Env: spec.Process.Env, Mounts: spec.Mounts}
+	injection := &cdiInjection{Env: spec.Process.Env, Mounts: spec.Mounts, Hooks: specHooks(spec.Hooks)}
 	for _, device := range spec.Linux.Devices {
 		injection.DeviceNodes = append(injection.DeviceNodes, device.Path)
 	}

@@ -57,6 +57,7 @@ type container struct {
 	// After the CDI devices' edits (cdi.go): the environment the image and the kubelet set, and the device nodes.
 	env         []string
 	deviceNodes []string
+	hooks       []cdiHook // the CDI specs' hooks, whose programs must exist when the container starts
 }
 
 type processRuntime struct {
@@ -295,7 +296,7 @@ func (r *processRuntime) CreateContainer(_ context.Context, request *runtimeapi.
 	if err == nil {
 		var injection *cdiInjection
 		if injection, err = injectCDIDevices(r.cdiDirs, r.baseEnvironment(request.Config), names); err == nil {
-			c.env, c.deviceNodes = injection.Env, injection.DeviceNodes
+			c.env, c.deviceNodes, c.hooks = injection.Env, injection.DeviceNodes, injection.Hooks
 			if len(names) > 0 {
 				var annotated []string
 				for key := range request.Config.GetAnnotations() {
@@ -345,16 +346,23 @@ func (r *processRuntime) StartContainer(_ context.Context, request *runtimeapi.S
 	}
 	s := r.sandboxes[c.sandboxID]
 	r.mu.Unlock()
-	process, err := startProcess(c, s, r.environment(c), r.toolDir, r.gpuTable)
+	// runc runs the CDI specs' hooks before the container's process: a missing hook program fails the start.
+	var process *runningProcess
+	err := missingHook(c.hooks)
+	if err == nil {
+		process, err = startProcess(c, s, r.environment(c), r.toolDir, r.gpuTable)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now().UnixNano()
 	if err != nil {
-		// As containerd: the container exists, exited with 128, and StartContainer fails.
+		// As containerd: the container exists, exited with 128, reason StartError, and its message is the whole
+		// error StartContainer returns (containerd's container_start.go keeps retErr.Error()).
+		err = fmt.Errorf("failed to create containerd task: %w", err)
 		c.state, c.startedAt, c.finishedAt, c.exitCode = runtimeapi.ContainerState_CONTAINER_EXITED, now, now, 128
 		c.reason, c.message = "StartError", err.Error()
 		close(c.exited)
-		return nil, status.Errorf(codes.Unknown, "failed to create containerd task: %v", err)
+		return nil, status.Error(codes.Unknown, err.Error())
 	}
 	c.process, c.state, c.startedAt = process.proc, runtimeapi.ContainerState_CONTAINER_RUNNING, now
 	go func() {
