@@ -79,6 +79,7 @@ seealso:
   - module: gpuops.scheduling.pod_wait
     description: Waits for the pods once they are created.
   - name: Dry run (Kubernetes API concepts)
+    description: What a server-side dry run runs (admission, validation) and what it never does (store).
     link: https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run
 """
 

@@ -29,7 +29,6 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.clie
     api_error_message,
     api_host,
     core_v1_api,
-    explain_api_errors,
     k8s_client,
 )
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.label_selector import selector_matcher

@@ -100,8 +100,8 @@ OLD = [report("r1", "2026-12-01T10:00:01.000000Z"), report("r2", "2026-12-01T10:
 NEW = report("r4", "2026-12-01T10:00:04.000000Z")
 
 
-def params(definition=NEW, **extra):
-    base = dict(definition=definition, keep=2, keep_selector=SELECTOR)
+def params(definition=None, **extra):
+    base = dict(definition=definition or NEW, keep=2, keep_selector=SELECTOR)
     base.update(extra)
     return base
 
