@@ -63,6 +63,7 @@ gpu_demo_run_claims = _refusing("gpu_demo_run_claims", TypeError, AttributeError
 # The registered lists of the run's ResourceClaims and ResourceClaimTemplates -> the cleanup's claims_gone check.
 gpu_demo_claims_gone = _refusing("gpu_demo_claims_gone", TypeError, AttributeError)(judge_claims_gone)
 
+
 def gpu_demo_preflight(ledger_result, vllm_result, verdict_access=None, **settings):
     """gpu_ledger_facts' and vllm_health's results -> the node's before-state, the hold's plan, the pre-flight checks;
     with node_verdict's access answer (``verdict_access``), whether the verdict can be written is one of them.

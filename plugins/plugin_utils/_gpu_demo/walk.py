@@ -34,6 +34,8 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.judgin
 )
 
 PHASES = ("hold", "queue", "release")
+
+
 def step_results(waits, hold_removal=None):
     """Each wait's result by name; a wait that did not run (never reached, or skipped) gets met false and why.
 

@@ -2,7 +2,8 @@
 # Copyright: (c) 2026, gpuops developers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The run's summary (plugin_utils/_gpu_demo_fleet.py, rows from module_utils/_gpu_demo/rows.py): rows from real per-node results, failures first, pages escaped.
+"""The run's summary (plugin_utils/_gpu_demo_fleet.py, rows from module_utils/_gpu_demo/rows.py): rows from real per-node
+results, failures first, pages escaped.
 
 The two fixtures are per-node JSON reports of a parallel run over the sim's fleet topology: gpu-a2 passed (two H20s),
 gpu-a4 was refused before anything was created (NotReady).
