@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A small OCI image made from this machine's own files, for `walkthrough.sh --real-runtime` (the GPU machine reaches
 no registry): an image layout tarball that `ctr images import` reads, one layer, tagged with every --name.
 
@@ -183,7 +182,7 @@ def main(argv: list) -> int:
     layer = layer_tar(entries)
     with open(args.output, "wb") as handle:
         handle.write(image_layout(args.name, layer, args.env, args.entrypoint, args.cmd))
-    files = sum(1 for kind, _ in entries.values() if kind == "file")
+    files = sum(1 for kind, _path in entries.values() if kind == "file")
     print(f"{args.output}: {', '.join(args.name)}: {files} files, layer {len(layer) >> 10} KiB")
     return 0
 

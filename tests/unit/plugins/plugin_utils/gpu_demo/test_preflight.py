@@ -4,7 +4,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The pre-flight's judgement of a node: before-state, plan, checks and their reasons."""
 
-import json
 
 import pytest
 
