@@ -153,7 +153,7 @@ rr_start() {
     sleep 0.2
   done
   crictl version
-  echo "containerd $($rr_bin/containerd --version | cut -d' ' -f3), default runtime $1 ($(grep -A3 "runtimes.$1.options" "$rr_dir/config.toml" | awk -F'"' '/BinaryName/ {print $2}')), CDI spec folders $(crictl info -o go-template --template '{{.config.cdiSpecDirs}}' 2>/dev/null), CNI $rr_cni_type"
+  echo "containerd $("$rr_bin/containerd" --version | cut -d' ' -f3), default runtime $1 ($(grep -A3 "runtimes.$1.options" "$rr_dir/config.toml" | awk -F'"' '/BinaryName/ {print $2}')), CDI spec folders $(crictl info -o go-template --template '{{.config.cdiSpecDirs}}' 2>/dev/null), CNI $rr_cni_type"
 }
 
 rr_stop_containerd() {
@@ -224,11 +224,11 @@ rr_stop() {
   fi
   rr_stop_containerd
   local pid
-  for pid in $(grep -l -s -F -- "$rr_sock" /proc/[0-9]*/cmdline | cut -d/ -f3); do
+  grep -l -s -F -- "$rr_sock" /proc/[0-9]*/cmdline | cut -d/ -f3 | while read -r pid; do
     case $(readlink "/proc/$pid/exe" 2>/dev/null) in
       */containerd-shim-runc-v2) echo "ending shim $pid"; kill -9 "$pid" 2>/dev/null || true ;;
     esac
-  done
+  done || true   # no shim left: grep finds nothing
   awk -v dir="$rr_dir" 'index($5, dir) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r mount; do
     umount -l "$mount" 2>/dev/null || true
   done
@@ -288,6 +288,7 @@ rr_smoke() {
 {"metadata": {"name": "gpuops-smoke", "namespace": "default", "uid": "gpuops-smoke-uid"},
  "log_directory": "$rr_dir/smoke-logs", "linux": {}}
 JSON
+  # shellcheck disable=SC2016  # $NVIDIA_VISIBLE_DEVICES is the container's, expanded there
   printf '{"metadata": {"name": "smoke"}, "image": {"image": "%s"}, "command": ["bash", "-c", "nvidia-smi -L; echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; ls /dev | grep nvidia"], "log_path": "smoke.log"}\n' \
     "$image" > "$rr_dir/smoke-container.json"
   pod=$(crictl runp "$rr_dir/smoke-pod.json") || { echo "(crictl runp failed)"; return 0; }

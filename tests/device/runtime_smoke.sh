@@ -24,4 +24,5 @@ done
 echo "=== the hand-off broken (runc)"
 rr_start runc
 rr_failures "$out/runtime-failures.txt" "$image"
+# shellcheck disable=SC2154  # rr_dir: set by real_runtime.sh's rr_start
 tail -5 "$rr_dir/nvidia-container-runtime.log" 2>/dev/null || true

@@ -254,6 +254,7 @@ if [ -n "$real_runtime" ]; then
   "$work/rr-bin/nvidia-container-runtime" --version | head -1
   "$work/rr-bin/nvidia-cdi-hook" --version | head -1
   rr_start runc
+  # shellcheck disable=SC2154  # rr_dir, rr_sock, rr_bin: set by real_runtime.sh's rr_start
   cp "$rr_dir/config.toml" "$out/containerd-config.toml"
   rr_runtime=runc
   image=$(awk '/^gpu_demo_image:/ {print $2}' inventory/sim/group_vars/gpu_nodes.yml)
@@ -261,6 +262,7 @@ if [ -n "$real_runtime" ]; then
   log "the real runtime when the hand-off breaks: a CDI device no spec names, a spec whose hook is missing"
   rr_failures "$out/runtime-failures.txt" "$image"
   # The simulated node starts no runtime of its own: its kubelet talks to containerd (tests/sim/nodes.py).
+  # shellcheck disable=SC2154
   export GPUOPS_SIM_CRI_SOCKET="$rr_sock"
 fi
 # use_runtime runc|nvidia: containerd's default runtime (a restart; the kubelet reconnects).
@@ -296,6 +298,7 @@ if [ -n "$plugin_part" ]; then
       if [ -n "$real_runtime" ]; then
         # The real runtime runs the specs' hooks: NVIDIA's own, from here. envvar and volume-mounts go through
         # NVIDIA's runtime (the GPU Operator's default runtime), the CDI strategies through runc.
+        # shellcheck disable=SC2154
         flags="--device-list-strategy=$list --device-id-strategy=$id --driver-root-ctr-path=/ --nvidia-cdi-hook-path=$rr_bin/nvidia-cdi-hook"
         case $list in envvar|volume-mounts) use_runtime nvidia ;; *) use_runtime runc ;; esac
       fi
