@@ -68,7 +68,9 @@ def test_two_pods_sharing_one_claim_hold_one_device_and_the_busy_walk_holds_the_
 
         allowed = run_demo(sim, tmp_path / "allowed", gpu_demo_allow_busy_node=True)
         assert allowed.rc == 0, allowed.output[-3000:]
-        assert all(check["passed"] for check in allowed.result["checks"]), allowed.result["checks"]
+        # Every check passed but the device health, which this DRA driver does not report: not judged, never a pass.
+        assert {check["id"] for check in allowed.result["checks"] if check["passed"] is not True} == {"hold_devices_healthy"}
+        assert allowed.check("hold_devices_healthy")["passed"] is None, allowed.result["checks"]
         assert allowed.check("free_units")["detail"] == "1 free device(s) of gpu.nvidia.com to hold"
         assert allowed.result["plan"]["units"] == 1
         # The hold got the free device, never the shared one; the claim kept its device and both pods ran on.
