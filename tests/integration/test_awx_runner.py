@@ -200,9 +200,10 @@ def test_check_job_type_creates_nothing(sim, awx):
     result = job.stats()["artifact_data"]["gpu_demo"][NODE]
     assert result["report_files"] == {}
     assert not (awx["dir"] / "reports" / f"gpu-demo-{NODE}-{run_id}.json").exists()
-    # The pods were only offered to the API server's dry run ("changed": they would be created).
-    dry_runs = [event for event in job.of("runner_on_ok") if "dry run" in event["event_data"]["task"]]
-    assert dry_runs and all(event["event_data"]["res"]["changed"] for event in dry_runs)
+    # The pods were only offered to the API server's dry run, which admitted each and changed nothing.
+    dry_runs = [event["event_data"]["res"] for event in job.of("runner_on_ok") if "dry run" in event["event_data"]["task"]]
+    assert len(dry_runs) == 1 and dry_runs[0]["changed"] is False, dry_runs
+    assert dry_runs[0]["objects"] and all(found["admitted"] for found in dry_runs[0]["objects"]), dry_runs[0]["objects"]
     assert_no_secret(job, awx)
     assert demo_pods(core_api(sim.kubeconfig)) == []
 
