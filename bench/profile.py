@@ -94,6 +94,9 @@ def classify(processes: list[str]) -> str:
         return "ansible-playbook main process"
     if "ansible-playbook" in last:
         return "ansible-playbook task workers"
+    # A module piped to the controller's Python (the role pipelines its local tasks): the interpreter alone.
+    if re.search(r"/python[0-9.]*\"?$", last):
+        return "module (piped)"
     return "other: " + last[:60]
 
 
@@ -140,8 +143,8 @@ def profile_fleet(nodes: int) -> dict:
             busy[kind] += int(count)
             if kind == "ansible-playbook task workers" and any(frame.startswith("Task.post_validate") for frame in frames):
                 templating += int(count)
-            # py-spy names a frame "function (file.py:line)": the task functions are in module_utils/_tasks/*.py.
-            if kind == "ansible-playbook task workers" and any("(_task_" in frame for frame in frames):
+            # py-spy names a frame "function (path/file.py:line)": the task functions are in module_utils/_tasks/*.py.
+            if kind == "ansible-playbook task workers" and any("/module_utils/_tasks/" in frame for frame in frames):
                 api_tasks += int(count)
     return {"nodes": nodes, "wall_s": wall, "sampled_per_node_s": {kind: samples / SAMPLE_HZ / nodes for kind, samples in busy.items()},
             "worker_templating_per_node_s": templating / SAMPLE_HZ / nodes, "worker_api_tasks_per_node_s": api_tasks / SAMPLE_HZ / nodes,

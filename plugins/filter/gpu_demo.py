@@ -29,6 +29,7 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.prefli
     judge_admission, judge_node, verdict_access_check)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report_store import ReportStoreError, configmap
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, freshness, report_configmaps, run_id
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.result import assemble
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.walk import PHASES, judge_walk, reached_phase
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import render
 
@@ -178,6 +179,15 @@ def gpu_demo_report(result, template):
         raise AnsibleFilterError("gpu_demo_report: cannot render {0}: {1}".format(template, error)) from error
 
 
+@_refusing("gpu_demo_result", TypeError, ValueError, KeyError, AttributeError)
+def gpu_demo_result(judged, waits, settings):
+    """The run's judged pieces (the run's state), its registered waits by step and its settings -> the run's result."""
+    if not all(isinstance(value, dict) for value in (judged, waits, settings)):
+        raise AnsibleFilterError("gpu_demo_result: expects the run's judged pieces, its registered waits by step and its "
+                                 "settings (dicts)")
+    return assemble(judged, waits, settings)
+
+
 def gpu_demo_run_id(given=None):
     """gpu_demo_run_id -> the run's id: as given, else a new one (verdict.run_id)."""
     return run_id(given)
@@ -208,4 +218,5 @@ class FilterModule(object):
             "gpu_demo_report": gpu_demo_report,
             "gpu_demo_run_id": gpu_demo_run_id,
             "gpu_demo_report_configmap": gpu_demo_report_configmap,
+            "gpu_demo_result": gpu_demo_result,
         }

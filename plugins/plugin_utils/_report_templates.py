@@ -25,12 +25,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import functools
+import hashlib
 import json
 import os
 import posixpath
 from collections.abc import Mapping
 
-from jinja2 import ChainableUndefined, Environment, FileSystemLoader, StrictUndefined
+from jinja2 import ChainableUndefined, Environment, FileSystemBytecodeCache, FileSystemLoader, StrictUndefined
 
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _gpu_demo_fleet as fleet
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo import words
@@ -98,12 +99,30 @@ def _finalize(value):
     return "" if value is None else value
 
 
-# One environment per process: it caches the templates it has compiled.
+def _bytecode_cache():
+    """Jinja2's cache of compiled templates in its own folder of the temporary directory (created 0700, refused when
+    another user owns it); none where that folder cannot be had: the templates are then compiled in each process.
+
+    Jinja2 keys a compiled template by its name and source only; how it was compiled (autoescape, trim_blocks) is said
+    here, so the file names carry a digest of this file too: another version of the collection compiles its own."""
+    with open(__file__, "rb") as source:
+        digest = hashlib.sha256(source.read()).hexdigest()[:16]
+    try:
+        return FileSystemBytecodeCache(pattern="gpuops-scheduling-" + digest + "-%s.cache")
+    except (OSError, RuntimeError):
+        return None
+
+
+# One environment per process. ansible-playbook renders each node's reports in a task worker it forks for that task
+# alone, so what a worker compiles dies with it: compiling the three report templates again for every node was about
+# 0.5 CPU-s of a node's run. The compiled templates are kept on disk instead (Jinja2's bytecode cache, in a folder of
+# the temporary directory that only this user may use, keyed by each template's source): every worker after the first
+# loads them.
 @functools.lru_cache(maxsize=None)
 def _environment():
     environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=lambda name: (name or "").endswith(ESCAPED),
                               undefined=ReportUndefined, trim_blocks=True, keep_trailing_newline=True,
-                              finalize=_finalize)
+                              finalize=_finalize, bytecode_cache=_bytecode_cache())
     environment.filters.update(FILTERS)
     environment.globals["check_titles_zh"] = CHECK_TITLES_ZH
     # A failed check, and what ended the run, in the report's language (words.py).

@@ -7,6 +7,9 @@ failed checks linked to their entry on the checks page, the allocation path said
 
 import copy
 import json
+import os
+import subprocess
+import sys
 import urllib.parse
 import xml.dom.minidom
 from pathlib import Path
@@ -186,3 +189,28 @@ def test_whole_second_events_show_no_milliseconds_they_do_not_have(lang):
     assert "| 16:43:46 | ≈0 | Normal | Pulling |" in markdown
     assert "16:43:46.000" not in markdown and "| 0.00 |" not in markdown
     assert ("whole seconds" if lang == "en" else "整秒") in markdown
+
+
+RENDER_IN_A_NEW_PROCESS = """
+import json, sys
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _report_templates as templates
+result = json.loads(sys.stdin.read())
+print(json.dumps([templates.render(name, _gpu_demo_result=result) for name in ("report.en.md.j2", "timeline.svg.j2")]))
+"""
+
+
+def test_a_new_process_renders_the_same_reports_from_the_compiled_templates_another_left(tmp_path):
+    # As ansible-playbook's task workers do: each a new process, the first compiles, the next load what it kept.
+    env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def render_in_a_new_process():
+        process = subprocess.run([sys.executable, "-c", RENDER_IN_A_NEW_PROCESS], input=json.dumps(PASSED), env=env,
+                                 capture_output=True, text=True, check=True)
+        return json.loads(process.stdout)
+
+    first = render_in_a_new_process()
+    kept = sorted(path.name for path in tmp_path.glob("_jinja2-cache-*/gpuops-scheduling-*.cache"))
+    assert len(kept) == 2, kept
+    assert (tmp_path / f"_jinja2-cache-{os.getuid()}").stat().st_mode & 0o777 == 0o700
+    assert render_in_a_new_process() == first == [render(name, _gpu_demo_result=PASSED) for name in ("report.en.md.j2", "timeline.svg.j2")]
+    assert sorted(path.name for path in tmp_path.glob("_jinja2-cache-*/gpuops-scheduling-*.cache")) == kept
