@@ -94,9 +94,6 @@ def classify(processes: list[str]) -> str:
         return "ansible-playbook main process"
     if "ansible-playbook" in last:
         return "ansible-playbook task workers"
-    # A module piped to the controller's Python (the role pipelines its local tasks): the interpreter alone.
-    if re.search(r"/python[0-9.]*\"?$", last):
-        return "module (piped)"
     return "other: " + last[:60]
 
 
