@@ -135,6 +135,11 @@ def test_an_old_report_that_may_not_be_deleted_fails_the_task_naming_it_and_the_
     finally:
         reports.kubectl("delete", "validatingadmissionpolicybinding", "gpuops-it-keep-r1", "--ignore-not-found")
         reports.kubectl("delete", "validatingadmissionpolicy", "gpuops-it-keep-r1", "--ignore-not-found")
+        # The API server drops the policy a moment after it is deleted: the fixture's cleanup deletes that report too.
+        deadline = time.monotonic() + 30
+        while reports.kubectl("delete", "configmap", "-n", NAMESPACE, protected, "--dry-run=server", check=False).returncode != 0:
+            assert time.monotonic() < deadline, "the admission policy stayed in force after it was deleted"
+            time.sleep(0.5)
     assert result["failed"] is True and result["kept"] is True and result["created"] is True, result
     assert result["pruned"] == [f"{PREFIX}prod102-r2"]
     assert result["msg"].startswith(f"the report {PREFIX}prod102-r4 is kept in namespace {NAMESPACE}, but older reports beyond "
