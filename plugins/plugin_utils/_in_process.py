@@ -40,6 +40,8 @@ from ansible.utils.vars import merge_hash
 from ansible_collections.gpuops.scheduling.plugins.module_utils._kubernetes.client import (
     mask_as_kubernetes_core, module_argument_spec, unmask_kubeconfig_path)
 from ansible_collections.gpuops.scheduling.plugins.module_utils._tasks.runner import TaskFailed
+# The collection's filters, for the task workers forked after this plugin's first task to inherit (_preload.py).
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _preload  # noqa: F401 pylint: disable=unused-import
 
 try:
     import kubernetes  # noqa: F401 pylint: disable=unused-import

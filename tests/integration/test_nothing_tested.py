@@ -56,7 +56,7 @@ def assert_nothing_tested(run, directory, *said):
         assert words in summary["nothing_tested"], (words, summary["nothing_tested"])
     assert "**No node was tested: " in markdown
     # Nothing of the walk ran: no node's play, no node's report.
-    assert "TASK [Walk nvidia.com/gpu through the scheduler on the node]" not in run.stdout
+    assert "TASK [gpuops.scheduling.gpu_demo : Start the run]" not in run.stdout
     assert [path.name for path in (directory / "reports").glob("gpu-demo-*.json")
             if not path.name.startswith("gpu-demo-fleet-")] == []
 
@@ -131,7 +131,7 @@ def test_a_pattern_that_matches_runs_the_pre_flight(sim, tmp_path):
         run = playbook("playbooks/gpu_demo.yml", inventory, tmp_path, {"gpu_demo_hosts": NODE}, ("--check", *args))
         assert run.returncode == 0, tail(run)
         assert "No node was tested" not in run.stdout
-        assert "TASK [Walk nvidia.com/gpu through the scheduler on the node]" in run.stdout
+        assert "TASK [gpuops.scheduling.gpu_demo : Start the run]" in run.stdout
         # The check adds no host to the play recap (AWX's hosts): only the node.
         recap = run.stdout[run.stdout.rindex("PLAY RECAP"):].splitlines()[1:]
         assert [line.split()[0] for line in recap if line.strip()] == [NODE], recap
