@@ -31,6 +31,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.report
 from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdict import fleet_inputs, freshness, report_configmaps, run_id
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.result import assemble
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.walk import PHASES, judge_walk, reached_phase
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._demo_manifests import demo_manifests
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import render
 
 
@@ -179,6 +180,17 @@ def gpu_demo_report(result, template):
         raise AnsibleFilterError("gpu_demo_report: cannot render {0}: {1}".format(template, error)) from error
 
 
+def gpu_demo_manifests(plan, settings):
+    """The hold's plan and the role's pod settings -> the demo pods and claim templates (plugin_utils/_demo_manifests.py)."""
+    if not isinstance(plan, dict) or not isinstance(settings, dict):
+        raise AnsibleFilterError("gpu_demo_manifests: expects the hold's plan and the role's pod settings (dicts)")
+    try:
+        return demo_manifests(plan, settings)
+    except Exception as error:  # pylint: disable=broad-except
+        # A template's error (a setting it reads that was not given, a value it cannot print) or YAML it did not make.
+        raise AnsibleFilterError("gpu_demo_manifests: cannot render the demo pods: {0}".format(error)) from error
+
+
 @_refusing("gpu_demo_result", TypeError, ValueError, KeyError, AttributeError)
 def gpu_demo_result(judged, waits, settings):
     """The run's judged pieces (the run's state), its registered waits by step and its settings -> the run's result."""
@@ -216,6 +228,7 @@ class FilterModule(object):
             "gpu_demo_fleet_verdicts": gpu_demo_fleet_verdicts,
             "gpu_demo_check_links": gpu_demo_check_links,
             "gpu_demo_report": gpu_demo_report,
+            "gpu_demo_manifests": gpu_demo_manifests,
             "gpu_demo_run_id": gpu_demo_run_id,
             "gpu_demo_report_configmap": gpu_demo_report_configmap,
             "gpu_demo_result": gpu_demo_result,

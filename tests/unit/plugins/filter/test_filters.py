@@ -21,7 +21,7 @@ def test_filter_names():
     assert sorted(scheduling.FilterModule().filters()) == ["failed_scheduling", "scheduling_event_timeline"]
     assert sorted(gpu_demo.FilterModule().filters()) == [
         "gpu_demo_admission", "gpu_demo_check_links", "gpu_demo_claims_gone", "gpu_demo_cleanup", "gpu_demo_evidence", "gpu_demo_fleet_verdicts",
-        "gpu_demo_phase", "gpu_demo_preflight", "gpu_demo_report", "gpu_demo_report_configmap", "gpu_demo_result",
+        "gpu_demo_manifests", "gpu_demo_phase", "gpu_demo_preflight", "gpu_demo_report", "gpu_demo_report_configmap", "gpu_demo_result",
         "gpu_demo_run_claims", "gpu_demo_run_id", "gpu_demo_timeline", "gpu_demo_walk"]
 
 
