@@ -41,6 +41,11 @@ from ansible_collections.gpuops.scheduling.plugins.plugin_utils._junit import ju
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._metrics import previous_successes, push, textfile
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import fleet_html, fleet_markdown
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._outputs import refusals
+# The collection's filters, imported in ansible-playbook's main process when the strategy loads this plugin (_preload.py):
+# playbooks/gpu_demo.yml runs this action (its outputs probed) before the role, so every worker of the role's first tasks
+# inherits them instead of compiling the filter files again, as the workers forked before the role's first in-process
+# task would.
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _preload  # noqa: F401 pylint: disable=unused-import
 
 ARGUMENT_SPEC = dict(
     dir=dict(type="path", required=True),

@@ -28,8 +28,8 @@ LOOKUP = textwrap.dedent("""
 """)
 
 
-def imported_by_filter_lookup(filter_name, load_action=True):
-    code = LOOKUP.format(load_action="action_loader.get('gpuops.scheduling.pod_wait', class_only=True)" if load_action else "")
+def imported_by_filter_lookup(filter_name, action="gpuops.scheduling.pod_wait"):
+    code = LOOKUP.format(load_action="action_loader.get({0!r}, class_only=True)".format(action) if action else "")
     run = subprocess.run([sys.executable, "-c", code, str(CHECKOUT / ".collections"), filter_name],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
@@ -46,7 +46,12 @@ def test_a_filter_lookup_imports_nothing_after_an_action_plugin():
         assert imported_by_filter_lookup(name) == "[]", name
 
 
+def test_the_summarys_action_plugin_preloads_them_too():
+    # playbooks/gpu_demo.yml probes the run's outputs with it before the role: the role's first workers inherit the filters.
+    assert imported_by_filter_lookup("gpuops.scheduling.gpu_demo_run_id", action="gpuops.scheduling.gpu_demo_summary") == "[]"
+
+
 def test_control_without_the_action_plugin_the_lookup_imports_the_filters():
     """The check above can fail: before any action plugin, the same lookup imports the filter files."""
     assert "ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo" in imported_by_filter_lookup(
-        "gpuops.scheduling.gpu_demo_walk", load_action=False)
+        "gpuops.scheduling.gpu_demo_walk", action=None)
