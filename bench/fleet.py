@@ -1,6 +1,10 @@
 """Fleet pre-flight: playbooks/gpu_demo.yml over 1, 10 and 50 fake GPU nodes, nodes in parallel, each size ``runs``
 times (the row is the median run by CPU-seconds per node).
 
+Each run is followed by one of bench/reference/gpu_demo_card.yml on the same fleet: the design card's four
+kubernetes.core.k8s steps alone, the floor under a node's CPU-seconds that the playbook cannot go below while those
+steps stay module processes.
+
 The documented parallel setting: `-e gpu_demo_parallel=true` (every node in one batch) with
 `--forks` = the number of nodes at once. Each fleet is a topology of N one-GPU nodes on the default
 simulated cluster; the default topology is put back afterwards.
@@ -38,7 +42,11 @@ def inventory(count: int, sim: dict, reports: Path) -> dict:
         "gpu_demo_vllm_health_url": sim["health_url"], "gpu_demo_report_dir": str(reports)}}}
 
 
-def run_fleet(count: int, forks: int, sim: dict, workdir: Path) -> dict:
+PLAYBOOK = "playbooks/gpu_demo.yml"
+CARD_ALONE = "bench/reference/gpu_demo_card.yml"
+
+
+def run_fleet(count: int, forks: int, sim: dict, workdir: Path, playbook: str = PLAYBOOK) -> dict:
     topology_file = workdir / f"fleet-{count}.yaml"
     topology_file.write_text(yaml.safe_dump(topology(count)))
     inventory_file = workdir / f"fleet-{count}-inventory.yml"
@@ -46,12 +54,12 @@ def run_fleet(count: int, forks: int, sim: dict, workdir: Path) -> dict:
     subprocess.run([*SIMCTL, "topology", str(topology_file)], check=True, stdout=subprocess.DEVNULL)
     env = {**os.environ, "ANSIBLE_CONFIG": str(CHECKOUT / "ansible.cfg"), "PATH": f"{VENV_BIN}:{os.environ['PATH']}"}
     started, cpu_before = time.monotonic(), children_cpu_seconds()
-    result = subprocess.run([str(VENV_BIN / "ansible-playbook"), "playbooks/gpu_demo.yml", "-i", str(inventory_file),
+    result = subprocess.run([str(VENV_BIN / "ansible-playbook"), playbook, "-i", str(inventory_file),
                              "-e", "gpu_demo_parallel=true", "--forks", str(min(forks, count))],
                             cwd=CHECKOUT, env=env, capture_output=True, text=True, check=False)
     seconds, cpu_seconds = time.monotonic() - started, children_cpu_seconds() - cpu_before
     if result.returncode != 0:
-        raise RuntimeError(f"fleet of {count} failed:\n{failures(result.stdout)}")
+        raise RuntimeError(f"fleet of {count} ({playbook}) failed:\n{failures(result.stdout)}")
     return {"nodes": count, "forks": min(forks, count), "seconds": seconds, "nodes_per_minute": count * 60 / seconds,
             "controller_cpu_seconds": cpu_seconds, "controller_cpu_seconds_per_node": cpu_seconds / count}
 
@@ -81,7 +89,8 @@ def sim_env() -> dict:
 def median_run(samples: list) -> dict:
     """The samples' medians, key by key (seconds and CPU-seconds are medians of their own)."""
     row = dict(samples[0], runs=len(samples))
-    for key in ("seconds", "nodes_per_minute", "controller_cpu_seconds", "controller_cpu_seconds_per_node"):
+    for key in ("seconds", "nodes_per_minute", "controller_cpu_seconds", "controller_cpu_seconds_per_node",
+                "card_alone_cpu_seconds_per_node"):
         row[key] = statistics.median(sample[key] for sample in samples)
     return row
 
@@ -94,7 +103,10 @@ def main(counts=(1, 10, 50), forks: int = 10, runs: int = 3) -> list:
             for count in counts:
                 samples = []
                 for index in range(runs):
-                    samples.append(run_fleet(count, forks, sim, Path(workdir)))
+                    sample = run_fleet(count, forks, sim, Path(workdir))
+                    card = run_fleet(count, forks, sim, Path(workdir), playbook=CARD_ALONE)
+                    sample["card_alone_cpu_seconds_per_node"] = card["controller_cpu_seconds_per_node"]
+                    samples.append(sample)
                     print(f"[bench] fleet {index + 1}/{runs} {samples[-1]}", flush=True)
                 rows.append(median_run(samples))
         finally:
