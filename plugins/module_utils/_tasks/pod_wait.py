@@ -313,10 +313,14 @@ class PodWaiter:
         return []
 
     def collect_events(self):
-        pods = [{"uid": pod["uid"]} for pod in self.tracker.report() if pod.get("uid")]
-        pods += [{"uid": uid} for uid in self.params["event_pod_uids"] or []]
-        items, _resource_version = self._list_events("involvedObject.kind=Pod")
-        self.events = event_timeline(items, pods=pods)
+        # One list per pod, by UID: the namespace keeps every pod's events for an hour (the API server's event TTL), so
+        # a list of all of them grows with every node and run of that hour, and each node's wait would read them all.
+        uids = [pod["uid"] for pod in self.tracker.report() if pod.get("uid")]
+        uids += [uid for uid in self.params["event_pod_uids"] or [] if uid not in uids]
+        items = []
+        for uid in uids:
+            items += self._list_events("involvedObject.uid={0}".format(uid))[0]
+        self.events = event_timeline(items, pods=[{"uid": uid} for uid in uids])
 
     # -- ledger ---------------------------------------------------------------------------
     def collect_ledger(self):

@@ -82,12 +82,21 @@ class FakeApi:
         if watch:
             batch = self.event_watches.pop(0) if self.event_watches else []
             return Response(lines=[{"type": "ADDED", "object": obj} for obj in batch])
-        return Response({"metadata": {"resourceVersion": "7"}, "items": self.events})
+        return Response({"metadata": {"resourceVersion": "7"},
+                         "items": [item for item in self.events if _selects(kwargs.get("field_selector"), item)]})
 
     def read_namespaced_pod_log(self, name, namespace, **kwargs):
         self.calls.append(("log", name))
         texts = self.logs.get(name) or [""]
         return _LogResponse(texts.pop(0) if len(texts) > 1 else texts[0])
+
+
+def _selects(field_selector, event):
+    """The API server's field selectors on events, as far as pod_wait uses them."""
+    fields = {"involvedObject.uid": event["involvedObject"].get("uid"), "involvedObject.kind": event["involvedObject"]["kind"],
+              "reason": event.get("reason")}
+    wanted = [term.split("=", 1) for term in (field_selector or "").split(",") if term]
+    return all(fields[key] == value for key, value in wanted)
 
 
 class _LogResponse:
@@ -252,6 +261,21 @@ def test_events_are_returned_on_failure_too():
     with pytest.raises(SystemExit):
         run(module, api)
     assert module.failed["events"][0]["reason"] == "Scheduled"
+
+
+def test_events_are_read_per_pod_of_the_run_and_never_another_pods():
+    # The namespace holds every pod's events of the last hour: another node's pod, an earlier pod of the same name.
+    api = FakeApi(pods=[make_pod("q", phase="Succeeded", node="prod102")],
+                  events=[event("Scheduled", "Successfully assigned gpu-operator/q to prod102", uid="uid-q", name="q"),
+                          event("Started", "Started container smi", uid="uid-hold-gone", name="hold"),
+                          event("Scheduled", "Successfully assigned gpu-operator/q to prod103", uid="uid-q-other", name="q"),
+                          event("Scheduled", "Successfully assigned gpu-operator/x to prod104", uid="uid-x", name="x")])
+    module = FakeModule(names=["q"], condition="succeeded", events=True, event_pod_uids=["uid-hold-gone", "uid-q"])
+    result = run(module, api)
+    assert [(row["pod"], row["reason"]) for row in result["events"]] == [("q", "Scheduled"), ("hold", "Started")]
+    assert "prod102" in result["events"][0]["message"]
+    assert [call for call in api.calls if call[0] == "events"] == [
+        ("events", "list", "involvedObject.uid=uid-q"), ("events", "list", "involvedObject.uid=uid-hold-gone")]
 
 
 def test_the_wait_follows_other_pods_of_the_selector():
