@@ -103,7 +103,7 @@ options:
     default: 65536
   events:
     description:
-      - Also return the events of the pods (one list call), oldest first, as C(kubectl describe) shows them.
+      - Also return the events of the pods (one list call per pod, by its UID), oldest first, as C(kubectl describe) shows them.
     type: bool
     default: false
   event_pod_uids:

@@ -18,7 +18,7 @@ from ansible_collections.gpuops.scheduling.plugins.filter.gpu_demo import gpu_de
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils import _report_templates
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._demo_manifests import demo_manifests
 
-ROLE = os.path.join(os.path.dirname(_report_templates.TEMPLATES))
+ROLE = os.path.dirname(_report_templates.TEMPLATES)
 SETTINGS = {
     "gpu_demo_node": "gpu-a1", "gpu_demo_namespace": "gpu-operator", "gpu_demo_node_selector": {},
     "gpu_demo_tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
