@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import functools
+import posixpath
 
 from ansible.errors import AnsibleFilterError
 
@@ -32,7 +33,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdic
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.result import assemble
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.walk import PHASES, judge_walk, reached_phase
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._demo_manifests import demo_manifests
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import render
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import plain, render
 
 
 def _require_settings(name, required, settings):
@@ -169,15 +170,30 @@ def gpu_demo_check_links(checks, base):
     return link_failed_checks(checks, base)
 
 
-def gpu_demo_report(result, template):
-    """The run's result -> the text of one of the role's report templates (plugin_utils/_report_templates.py)."""
+def _plain_result(name, result):
+    """The run's result as plain dicts and lists, once for every text rendered from it: ansible-core hands a filter
+    its lazy containers, and reading one through them costs more than rendering a report."""
     if not isinstance(result, dict):
-        raise AnsibleFilterError("gpu_demo_report: expects the run's result (a dict)")
+        raise AnsibleFilterError("{0}: expects the run's result (a dict)".format(name))
+    return plain(result)
+
+
+def _render_report(name, template, result):
     try:
         return render(template, _gpu_demo_result=result)
     except Exception as error:  # pylint: disable=broad-except
         # A template's error (a missing template, a value it cannot print) names the template.
-        raise AnsibleFilterError("gpu_demo_report: cannot render {0}: {1}".format(template, error)) from error
+        raise AnsibleFilterError("{0}: cannot render {1}: {2}".format(name, template, error)) from error
+
+
+def gpu_demo_report_files(result, lang="en"):
+    """The run's result -> its report files for report_files: the JSON, the Markdown in ``lang`` and the SVG timeline,
+    named as the result's ``report_files`` says (plugin_utils/_report_templates.py renders them)."""
+    result = _plain_result("gpu_demo_report_files", result)
+    paths = result.get("report_files") or {}
+    templates = {"json": "report.json.j2", "markdown": "report.{0}.md.j2".format(lang), "svg": "timeline.svg.j2"}
+    return [{"name": posixpath.basename(paths[kind]), "content": _render_report("gpu_demo_report_files", template, result)}
+            for kind, template in templates.items() if paths.get(kind)]
 
 
 def gpu_demo_manifests(plan, settings):
@@ -206,9 +222,13 @@ def gpu_demo_run_id(given=None):
 
 
 @_refusing("gpu_demo_report_configmap", ReportStoreError, TypeError, AttributeError)
-def gpu_demo_report_configmap(result, name, json_text, markdown_text, lang="en", written_at=""):
-    """The run's result and its JSON and Markdown texts -> the ConfigMap that keeps them in the cluster."""
-    return configmap(result, name, json_text, markdown_text, lang=lang, written_at=written_at)
+def gpu_demo_report_configmap(result, name, lang="en", written_at=""):
+    """The run's result -> the ConfigMap that keeps its JSON and Markdown reports in the cluster: the same texts as
+    the report files (gpu_demo_report_files), rendered from the same result."""
+    result = _plain_result("gpu_demo_report_configmap", result)
+    texts = [_render_report("gpu_demo_report_configmap", template, result)
+             for template in ("report.json.j2", "report.{0}.md.j2".format(lang))]
+    return configmap(result, name, texts[0], texts[1], lang=lang, written_at=written_at)
 
 
 class FilterModule(object):
@@ -227,7 +247,7 @@ class FilterModule(object):
             "gpu_demo_claims_gone": gpu_demo_claims_gone,
             "gpu_demo_fleet_verdicts": gpu_demo_fleet_verdicts,
             "gpu_demo_check_links": gpu_demo_check_links,
-            "gpu_demo_report": gpu_demo_report,
+            "gpu_demo_report_files": gpu_demo_report_files,
             "gpu_demo_manifests": gpu_demo_manifests,
             "gpu_demo_run_id": gpu_demo_run_id,
             "gpu_demo_report_configmap": gpu_demo_report_configmap,

@@ -79,7 +79,7 @@ seealso:
 EXAMPLES = r"""
 - name: Keep the run's report in the cluster, and the node's five newest
   gpuops.scheduling.report_store:
-    definition: "{{ result | gpuops.scheduling.gpu_demo_report_configmap(name, json_text, markdown_text, written_at=written_at) }}"
+    definition: "{{ result | gpuops.scheduling.gpu_demo_report_configmap(name, lang='en', written_at=written_at) }}"
     keep: 5
     keep_selector: app.kubernetes.io/managed-by=gpuops.scheduling,gpuops.scheduling/report=gpu-preflight,gpuops.scheduling/node=prod102
   register: report_stored
