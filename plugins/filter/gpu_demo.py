@@ -33,7 +33,7 @@ from ansible_collections.gpuops.scheduling.plugins.module_utils._gpu_demo.verdic
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.result import assemble
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._gpu_demo.walk import PHASES, judge_walk, reached_phase
 from ansible_collections.gpuops.scheduling.plugins.plugin_utils._demo_manifests import demo_manifests
-from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import plain, render
+from ansible_collections.gpuops.scheduling.plugins.plugin_utils._report_templates import NODE_REPORTS, ReportTemplateError, node_reports
 
 
 def _require_settings(name, required, settings):
@@ -170,30 +170,25 @@ def gpu_demo_check_links(checks, base):
     return link_failed_checks(checks, base)
 
 
-def _plain_result(name, result):
-    """The run's result as plain dicts and lists, once for every text rendered from it: ansible-core hands a filter
-    its lazy containers, and reading one through them costs more than rendering a report."""
+def _node_reports(name, result, lang, kinds):
+    """The run's result -> the texts of its reports ``kinds`` (plugin_utils/_report_templates.py renders them from one
+    plain copy of the result: ansible-core hands a filter its lazy containers, and reading one through them costs more
+    than rendering a report)."""
     if not isinstance(result, dict):
         raise AnsibleFilterError("{0}: expects the run's result (a dict)".format(name))
-    return plain(result)
-
-
-def _render_report(name, template, result):
     try:
-        return render(template, _gpu_demo_result=result)
-    except Exception as error:  # pylint: disable=broad-except
-        # A template's error (a missing template, a value it cannot print) names the template.
-        raise AnsibleFilterError("{0}: cannot render {1}: {2}".format(name, template, error)) from error
+        return node_reports(result, lang, kinds)
+    except ReportTemplateError as error:
+        raise AnsibleFilterError("{0}: cannot render {1}".format(name, error)) from error
 
 
 def gpu_demo_report_files(result, lang="en"):
     """The run's result -> its report files for report_files: the JSON, the Markdown in ``lang`` and the SVG timeline,
-    named as the result's ``report_files`` says (plugin_utils/_report_templates.py renders them)."""
-    result = _plain_result("gpu_demo_report_files", result)
-    paths = result.get("report_files") or {}
-    templates = {"json": "report.json.j2", "markdown": "report.{0}.md.j2".format(lang), "svg": "timeline.svg.j2"}
-    return [{"name": posixpath.basename(paths[kind]), "content": _render_report("gpu_demo_report_files", template, result)}
-            for kind, template in templates.items() if paths.get(kind)]
+    named as the result's ``report_files`` says."""
+    paths = (result.get("report_files") if isinstance(result, dict) else None) or {}
+    kinds = [kind for kind in NODE_REPORTS if paths.get(kind)]
+    texts = _node_reports("gpu_demo_report_files", result, lang, kinds)
+    return [{"name": posixpath.basename(paths[kind]), "content": texts[kind]} for kind in kinds]
 
 
 def gpu_demo_manifests(plan, settings):
@@ -225,10 +220,8 @@ def gpu_demo_run_id(given=None):
 def gpu_demo_report_configmap(result, name, lang="en", written_at=""):
     """The run's result -> the ConfigMap that keeps its JSON and Markdown reports in the cluster: the same texts as
     the report files (gpu_demo_report_files), rendered from the same result."""
-    result = _plain_result("gpu_demo_report_configmap", result)
-    texts = [_render_report("gpu_demo_report_configmap", template, result)
-             for template in ("report.json.j2", "report.{0}.md.j2".format(lang))]
-    return configmap(result, name, texts[0], texts[1], lang=lang, written_at=written_at)
+    texts = _node_reports("gpu_demo_report_configmap", result, lang, ("json", "markdown"))
+    return configmap(result, name, texts["json"], texts["markdown"], lang=lang, written_at=written_at)
 
 
 class FilterModule(object):

@@ -136,6 +136,28 @@ def render(name, **data):
     return _environment().get_template(name).render(**plain(data))
 
 
+# A node's reports by kind; the Markdown's template is the report's language's.
+NODE_REPORTS = {"json": "report.json.j2", "markdown": "report.{lang}.md.j2", "svg": "timeline.svg.j2"}
+
+
+class ReportTemplateError(Exception):
+    """A report template that could not be rendered (missing, or a value it cannot print): names the template."""
+
+
+def node_reports(result, lang, kinds):
+    """A node's result -> the texts of its reports ``kinds`` (NODE_REPORTS) in ``lang``, the result made plain once for
+    all of them."""
+    data = {"_gpu_demo_result": plain(result)}
+    texts = {}
+    for kind in kinds:
+        template = NODE_REPORTS[kind].format(lang=lang)
+        try:
+            texts[kind] = _environment().get_template(template).render(**data)
+        except Exception as error:  # pylint: disable=broad-except
+            raise ReportTemplateError("{0}: {1}".format(template, error)) from error
+    return texts
+
+
 def fleet_markdown(summary):
     """A run's summary (plugin_utils/_gpu_demo_fleet.py fleet_summary) as Markdown."""
     return render("fleet.md.j2", page=fleet.page(summary))
